@@ -1,0 +1,402 @@
+//! Finding the one CustomResourceDefinition and the one version to generate from, in bytes
+//! that may hold YAML or JSON, several documents, or a `kind: List`.
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
+    CustomResourceDefinition, CustomResourceDefinitionVersion, JSONSchemaProps,
+};
+use serde::Deserialize;
+
+use crate::error::{Error, Result};
+
+/// A CRD narrowed to the version the operator is generated for.
+#[derive(Debug, Clone)]
+pub struct SelectedCrd {
+    /// Where the CRD was read from, for messages and generated docs.
+    pub origin: String,
+    pub crd: CustomResourceDefinition,
+    /// Index into `crd.spec.versions` of the chosen version.
+    pub version_index: usize,
+    /// Whether the version was chosen by default (the storage version) rather than asked for.
+    pub defaulted: bool,
+}
+
+impl SelectedCrd {
+    pub fn version(&self) -> &CustomResourceDefinitionVersion {
+        &self.crd.spec.versions[self.version_index]
+    }
+
+    /// The schema of the chosen version; [`select`] guarantees one exists.
+    pub fn schema(&self) -> Option<&JSONSchemaProps> {
+        self.version().schema.as_ref()?.open_api_v3_schema.as_ref()
+    }
+
+    pub fn name(&self) -> &str {
+        self.crd
+            .metadata
+            .name
+            .as_deref()
+            .unwrap_or(&self.crd.spec.names.plural)
+    }
+}
+
+/// What the user asked for: a kind or CRD name, and a version.
+#[derive(Debug, Clone, Default)]
+pub struct Selection {
+    /// Matches `spec.names.kind` or `metadata.name` (case-insensitive for the kind).
+    pub crd: Option<String>,
+    /// A served version; the storage version when absent.
+    pub version: Option<String>,
+}
+
+/// Parses every document in `bytes` and returns the CRDs found, in document order.
+///
+/// Documents that are empty are skipped; a document that is not a CRD is an error, because a
+/// file given as a CRD source that also holds a Deployment is far more likely a wrong file
+/// than a bundle the user wants silently filtered.
+pub fn parse_all(origin: &str, bytes: &[u8]) -> Result<Vec<CustomResourceDefinition>> {
+    let text = std::str::from_utf8(bytes).map_err(|e| Error::Syntax {
+        origin: origin.to_owned(),
+        reason: format!(
+            "not valid UTF-8 at byte {}; a CRD must be UTF-8 text",
+            e.valid_up_to()
+        ),
+    })?;
+    let mut crds = Vec::new();
+    for (index, document) in serde_yaml::Deserializer::from_str(text).enumerate() {
+        let value = serde_yaml::Value::deserialize(document).map_err(|e| Error::Syntax {
+            origin: origin.to_owned(),
+            reason: e.to_string(),
+        })?;
+        collect(origin, &format!("document {}", index + 1), value, &mut crds)?;
+    }
+    if crds.is_empty() {
+        return Err(Error::NotACrd {
+            origin: origin.to_owned(),
+            reason: "holds no CustomResourceDefinition (the file is empty)".to_owned(),
+        });
+    }
+    Ok(crds)
+}
+
+fn collect(
+    origin: &str,
+    at: &str,
+    value: serde_yaml::Value,
+    out: &mut Vec<CustomResourceDefinition>,
+) -> Result<()> {
+    use serde_yaml::Value;
+    let not_a_crd = |reason: String| Error::NotACrd {
+        origin: origin.to_owned(),
+        reason: format!("{at}: {reason}"),
+    };
+    let map = match value {
+        Value::Null => return Ok(()),
+        Value::Mapping(map) => map,
+        other => {
+            return Err(not_a_crd(format!(
+                "expected a Kubernetes object, found {}",
+                describe(&other)
+            )));
+        }
+    };
+    let field = |name: &str| {
+        map.get(name)
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned()
+    };
+    let (api_version, kind) = (field("apiVersion"), field("kind"));
+    match (api_version.as_str(), kind.as_str()) {
+        (_, "List") | (_, "CustomResourceDefinitionList") => {
+            let items = match map.get("items") {
+                Some(Value::Sequence(items)) => items.clone(),
+                None | Some(Value::Null) => Vec::new(),
+                Some(other) => return Err(not_a_crd(format!("`items` is {}, expected a list", describe(other)))),
+            };
+            for (i, item) in items.into_iter().enumerate() {
+                collect(origin, &format!("{at}, items[{i}]"), item, out)?;
+            }
+            Ok(())
+        }
+        ("apiextensions.k8s.io/v1", "CustomResourceDefinition") => {
+            let crd = serde_path_to_error::deserialize(Value::Mapping(map)).map_err(|e| {
+                not_a_crd(format!("invalid CustomResourceDefinition at `{}`: {}", e.path(), e.inner()))
+            })?;
+            out.push(crd);
+            Ok(())
+        }
+        ("apiextensions.k8s.io/v1beta1", "CustomResourceDefinition") => Err(not_a_crd(
+            "apiextensions.k8s.io/v1beta1 CRDs were removed in Kubernetes 1.22; \
+             use the apiextensions.k8s.io/v1 form of this CRD (most projects publish one)"
+                .to_owned(),
+        )),
+        ("", "") => Err(not_a_crd(
+            "has no apiVersion or kind; expected apiVersion: apiextensions.k8s.io/v1, kind: CustomResourceDefinition"
+                .to_owned(),
+        )),
+        (api_version, kind) => Err(not_a_crd(format!(
+            "is a {kind} ({api_version}), not a CustomResourceDefinition; point --crd at the CRD file"
+        ))),
+    }
+}
+
+fn describe(value: &serde_yaml::Value) -> &'static str {
+    use serde_yaml::Value;
+    match value {
+        Value::Null => "empty",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a plain string",
+        Value::Sequence(_) => "a list",
+        Value::Mapping(_) => "a mapping",
+        Value::Tagged(_) => "a tagged value",
+    }
+}
+
+/// The one-line summary of a CRD used when listing choices.
+fn summary(crd: &CustomResourceDefinition) -> String {
+    let versions: Vec<&str> = crd.spec.versions.iter().map(|v| v.name.as_str()).collect();
+    format!(
+        "{} ({}, {})",
+        crd.spec.names.kind,
+        crd.metadata.name.as_deref().unwrap_or("<unnamed>"),
+        versions.join("/")
+    )
+}
+
+/// Narrows `crds` to one CRD and one served version with a schema.
+pub fn select(
+    origin: &str,
+    crds: Vec<CustomResourceDefinition>,
+    selection: &Selection,
+) -> Result<SelectedCrd> {
+    let available = || crds.iter().map(summary).collect::<Vec<_>>();
+    let crd = match &selection.crd {
+        Some(wanted) => {
+            let mut matching = crds.iter().filter(|crd| {
+                crd.spec.names.kind.eq_ignore_ascii_case(wanted)
+                    || crd.metadata.name.as_deref() == Some(wanted.as_str())
+            });
+            match (matching.next(), matching.next()) {
+                (Some(crd), None) => crd.clone(),
+                (None, _) => {
+                    return Err(Error::NoSuchCrd {
+                        origin: origin.to_owned(),
+                        wanted: wanted.clone(),
+                        available: available(),
+                    });
+                }
+                (Some(_), Some(_)) => {
+                    return Err(Error::Ambiguous {
+                        origin: origin.to_owned(),
+                        available: available(),
+                    });
+                }
+            }
+        }
+        None if crds.len() == 1 => crds[0].clone(),
+        None => {
+            return Err(Error::Ambiguous {
+                origin: origin.to_owned(),
+                available: available(),
+            });
+        }
+    };
+    let crd_name = crd
+        .metadata
+        .name
+        .clone()
+        .unwrap_or_else(|| crd.spec.names.plural.clone());
+    let served: Vec<String> = crd
+        .spec
+        .versions
+        .iter()
+        .filter(|v| v.served)
+        .map(|v| v.name.clone())
+        .collect();
+    let (version_index, defaulted) = match &selection.version {
+        Some(wanted) => {
+            let index = crd
+                .spec
+                .versions
+                .iter()
+                .position(|v| v.served && &v.name == wanted)
+                .ok_or_else(|| Error::NoSuchVersion {
+                    origin: origin.to_owned(),
+                    crd: crd_name.clone(),
+                    wanted: wanted.clone(),
+                    served: served.clone(),
+                })?;
+            (index, false)
+        }
+        None => {
+            // A CRD has exactly one storage version; fall back to the first served one for
+            // hand-written CRDs that forget the flag.
+            let index = crd
+                .spec
+                .versions
+                .iter()
+                .position(|v| v.storage && v.served)
+                .or_else(|| crd.spec.versions.iter().position(|v| v.served))
+                .ok_or_else(|| Error::NotACrd {
+                    origin: origin.to_owned(),
+                    reason: format!(
+                        "CRD {crd_name} serves no version (every spec.versions[].served is false)"
+                    ),
+                })?;
+            (index, true)
+        }
+    };
+    let version = &crd.spec.versions[version_index];
+    if version
+        .schema
+        .as_ref()
+        .and_then(|s| s.open_api_v3_schema.as_ref())
+        .is_none()
+    {
+        return Err(Error::NoSchema {
+            origin: origin.to_owned(),
+            crd: crd_name,
+            version: version.name.clone(),
+            index: version_index,
+        });
+    }
+    Ok(SelectedCrd {
+        origin: origin.to_owned(),
+        crd,
+        version_index,
+        defaulted,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const CRD: &str = r#"
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: { name: widgets.example.com }
+spec:
+  group: example.com
+  scope: Namespaced
+  names: { kind: Widget, plural: widgets, singular: widget, listKind: WidgetList }
+  versions:
+    - name: v1alpha1
+      served: true
+      storage: false
+      schema: { openAPIV3Schema: { type: object } }
+    - name: v1
+      served: true
+      storage: true
+      schema: { openAPIV3Schema: { type: object } }
+"#;
+
+    fn other(kind: &str) -> String {
+        CRD.replace("Widget", kind)
+            .replace("widget", &kind.to_lowercase())
+    }
+
+    #[test]
+    fn storage_version_is_the_default() {
+        let crds = parse_all("w.yaml", CRD.as_bytes()).unwrap();
+        let selected = select("w.yaml", crds, &Selection::default()).unwrap();
+        assert_eq!(selected.version().name, "v1");
+        assert!(selected.defaulted);
+    }
+
+    #[test]
+    fn a_served_version_can_be_picked_and_an_unknown_one_is_listed() {
+        let crds = parse_all("w.yaml", CRD.as_bytes()).unwrap();
+        let pick = |v: &str| {
+            let selection = Selection {
+                version: Some(v.into()),
+                ..Default::default()
+            };
+            select("w.yaml", crds.clone(), &selection)
+        };
+        assert_eq!(pick("v1alpha1").unwrap().version().name, "v1alpha1");
+        let err = pick("v2").unwrap_err().to_string();
+        assert!(err.contains("v2") && err.contains("v1alpha1, v1"), "{err}");
+    }
+
+    #[test]
+    fn multi_document_and_list_inputs_are_searched_and_listed() {
+        let multi = format!("{CRD}\n---\n{}", other("Gadget"));
+        let crds = parse_all("m.yaml", multi.as_bytes()).unwrap();
+        assert_eq!(crds.len(), 2);
+        let err = select("m.yaml", crds.clone(), &Selection::default())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("Widget") && err.contains("Gadget") && err.contains("--kind"),
+            "{err}"
+        );
+        let gadget = Selection {
+            crd: Some("gadget".into()),
+            ..Default::default()
+        };
+        assert_eq!(
+            select("m.yaml", crds.clone(), &gadget)
+                .unwrap()
+                .crd
+                .spec
+                .names
+                .kind,
+            "Gadget"
+        );
+        let by_name = Selection {
+            crd: Some("widgets.example.com".into()),
+            ..Default::default()
+        };
+        assert_eq!(
+            select("m.yaml", crds, &by_name).unwrap().crd.spec.names.kind,
+            "Widget"
+        );
+
+        let crd_json: serde_json::Value = serde_yaml::from_str(CRD).unwrap();
+        let list = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": [crd_json]});
+        let crds = parse_all("l.json", list.to_string().as_bytes()).unwrap();
+        assert_eq!(crds[0].spec.names.kind, "Widget");
+    }
+
+    #[test]
+    fn wrong_inputs_say_what_they_are() {
+        let cases = [
+            ("", "empty"),
+            ("a: [b", "not YAML"),
+            ("apiVersion: apps/v1\nkind: Deployment\n", "is a Deployment"),
+            ("just text", "plain string"),
+            (
+                &CRD.replace("apiextensions.k8s.io/v1", "apiextensions.k8s.io/v1beta1"),
+                "v1beta1",
+            ),
+        ];
+        for (input, expected) in cases {
+            let err = parse_all("in.yaml", input.as_bytes()).unwrap_err().to_string();
+            assert!(
+                err.contains("in.yaml") && err.contains(expected),
+                "{input:?} gave {err}"
+            );
+        }
+        let err = parse_all("bad.yaml", b"kind: \xff\xfe").unwrap_err().to_string();
+        assert!(err.contains("UTF-8"), "{err}");
+    }
+
+    #[test]
+    fn a_version_without_schema_is_refused_with_its_path() {
+        let no_schema = CRD.replace(
+            "      schema: { openAPIV3Schema: { type: object } }\n    - name: v1\n",
+            "    - name: v1\n",
+        );
+        let no_schema = no_schema.replace(
+            "      storage: true\n      schema: { openAPIV3Schema: { type: object } }\n",
+            "      storage: true\n",
+        );
+        let crds = parse_all("s.yaml", no_schema.as_bytes()).unwrap();
+        let err = select("s.yaml", crds, &Selection::default())
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("spec.versions[1].schema.openAPIV3Schema"), "{err}");
+    }
+}

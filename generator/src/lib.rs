@@ -1,0 +1,172 @@
+//! operator-gen turns a CustomResourceDefinition and an `operator.yaml` manifest into a
+//! kube-rs operator crate.
+//!
+//! The pipeline runs one way, each stage a module: [`crd_source`] reads bytes (URL, file,
+//! stdin), [`crd_document`] finds the CRD and version in them, [`manifest`] parses the
+//! relations, [`model`] analyzes both into a typed model (running kopium through
+//! [`rust_types`] and deciding every name in [`naming`]), [`render`] turns the model into a
+//! [`write_plan::Plan`] through the Tera templates in `templates/`, and
+//! [`write_plan`] is the only code that touches disk. [`generate`] strings them together.
+
+pub mod crd_document;
+pub mod crd_source;
+pub mod error;
+pub mod k8s_catalog;
+pub mod manifest;
+pub mod model;
+pub mod naming;
+pub mod render;
+pub mod rust_types;
+pub mod schema_path;
+pub mod write_plan;
+
+use std::path::{Path, PathBuf};
+
+use crate::{crd_document::SelectedCrd, model::RelatedCrd};
+pub use crate::{
+    crd_document::Selection,
+    crd_source::CrdSource,
+    error::{Error, Result},
+    manifest::Manifest,
+    write_plan::{Mode, Outcome, Plan, Report},
+};
+
+/// One generation job, as the command line describes it.
+#[derive(Debug, Clone)]
+pub struct Request {
+    /// The manifest, and the file it came from (relative `crd:` paths resolve against it).
+    pub manifest: Manifest,
+    pub manifest_path: Option<PathBuf>,
+    /// Overrides `primary.crd` in the manifest.
+    pub crd: Option<CrdSource>,
+    /// Overrides `primary.kind` / `primary.version` in the manifest.
+    pub selection: Selection,
+    /// The command that reproduces this run, written into generated headers.
+    pub command: String,
+}
+
+/// What a generation produced before it touched disk.
+#[derive(Debug, Clone)]
+pub struct Generated {
+    pub plan: Plan,
+    pub operator: model::Operator,
+}
+
+impl Request {
+    fn manifest_origin(&self) -> String {
+        self.manifest_path.as_ref().map_or_else(
+            || "operator.yaml (defaults)".to_owned(),
+            |p| p.display().to_string(),
+        )
+    }
+
+    /// Resolves a `crd:` value from the manifest against the manifest's folder.
+    fn manifest_source(&self, value: &str) -> CrdSource {
+        match CrdSource::parse(value) {
+            CrdSource::File(path) if path.is_relative() => {
+                let base = self
+                    .manifest_path
+                    .as_deref()
+                    .and_then(Path::parent)
+                    .unwrap_or(Path::new(""));
+                CrdSource::File(normalize(&base.join(path)))
+            }
+            other => other,
+        }
+    }
+
+    fn primary_source(&self) -> Result<CrdSource> {
+        if let Some(source) = &self.crd {
+            return Ok(source.clone());
+        }
+        match &self.manifest.primary.crd {
+            Some(value) => Ok(self.manifest_source(value)),
+            None => Err(Error::Manifest {
+                location: self.manifest_origin(),
+                reason: "no CRD given: pass --crd <url|file|-> or set `primary.crd` in the manifest"
+                    .to_owned(),
+            }),
+        }
+    }
+}
+
+/// Loads a source and selects one CRD version from it.
+pub fn load(source: &CrdSource, selection: &Selection) -> Result<SelectedCrd> {
+    let origin = source.to_string();
+    let bytes = source.read()?;
+    let crds = crd_document::parse_all(&origin, &bytes)?;
+    crd_document::select(&origin, crds, selection)
+}
+
+/// Reads every input the request names and renders the crate in memory.
+pub fn generate(request: &Request) -> Result<Generated> {
+    let selection = Selection {
+        crd: request
+            .selection
+            .crd
+            .clone()
+            .or_else(|| request.manifest.primary.kind.clone()),
+        version: request
+            .selection
+            .version
+            .clone()
+            .or_else(|| request.manifest.primary.version.clone()),
+    };
+    let primary = load(&request.primary_source()?, &selection)?;
+    let manifest = &request.manifest;
+    let named = manifest
+        .owns
+        .iter()
+        .enumerate()
+        .map(|(i, o)| (format!("owns[{i}]"), &o.kind, &o.crd))
+        .chain(
+            manifest
+                .watches
+                .iter()
+                .enumerate()
+                .map(|(i, w)| (format!("watches[{i}]"), &w.kind, &w.crd)),
+        );
+    let mut related = Vec::new();
+    for (field, kind, crd) in named {
+        if let Some(value) = crd {
+            let selection = Selection {
+                crd: Some(kind.clone()),
+                version: None,
+            };
+            related.push(RelatedCrd {
+                field,
+                selected: load(&request.manifest_source(value), &selection)?,
+            });
+        }
+    }
+    let provenance = model::Provenance {
+        command: request.command.clone(),
+        generator_version: env!("CARGO_PKG_VERSION").to_owned(),
+    };
+    let operator = model::analyze(
+        &request.manifest_origin(),
+        manifest,
+        &primary,
+        &related,
+        provenance,
+    )?;
+    let plan = render::render(&operator)?;
+    Ok(Generated { plan, operator })
+}
+
+/// Removes `.` and `dir/..` pairs without touching the filesystem, so paths in messages read
+/// `crds/x.yaml` rather than `generated/op/../../crds/x.yaml`.
+fn normalize(path: &Path) -> PathBuf {
+    use std::path::Component;
+    let mut out = PathBuf::new();
+    for component in path.components() {
+        match component {
+            Component::CurDir => {}
+            Component::ParentDir if matches!(out.components().next_back(), Some(Component::Normal(_))) => {
+                out.pop();
+            }
+            other => out.push(other),
+        }
+    }
+    out
+}

@@ -1,0 +1,405 @@
+//! The typed model templates render from. Building it is the `analyze` stage: every name,
+//! literal and decision is made here, so templates only loop, branch and interpolate.
+
+use std::collections::BTreeSet;
+
+use serde::Serialize;
+
+use crate::{
+    crd_document::SelectedCrd,
+    error::{Error, Result},
+    k8s_catalog,
+    manifest::{self, ExternalSource, Manifest, MapRule},
+    naming, rust_types, schema_path,
+};
+
+/// Dependencies of every generated crate, in one place so they are bumped together.
+/// Versions are explicit because the crate must build on its own outside this workspace.
+const BASE_DEPENDENCIES: &[(&str, &str)] = &[
+    ("futures", r#""0.3.31""#),
+    ("k8s-openapi", r#"{ version = "0.29.0", features = ["latest"] }"#),
+    (
+        "kube",
+        r#"{ version = "5.0.0", default-features = false, features = ["client", "derive", "ring", "runtime", "rustls-tls", "unstable-runtime"] }"#,
+    ),
+    ("serde", r#"{ version = "1.0.228", features = ["derive"] }"#),
+    ("serde_json", r#""1.0.145""#),
+    ("thiserror", r#""2.0.17""#),
+    (
+        "tokio",
+        r#"{ version = "1.48.0", features = ["macros", "rt-multi-thread", "signal", "sync", "time"] }"#,
+    ),
+    ("tracing", r#""0.1.41""#),
+    (
+        "tracing-subscriber",
+        r#"{ version = "0.3.20", features = ["env-filter", "fmt"] }"#,
+    ),
+];
+const CHRONO: (&str, &str) = (
+    "chrono",
+    r#"{ version = "0.4.42", default-features = false, features = ["serde"] }"#,
+);
+
+/// Generator-wide facts that do not come from the inputs.
+#[derive(Debug, Clone, Serialize)]
+pub struct Provenance {
+    /// The command that regenerates the crate, quoted in every generated header.
+    pub command: String,
+    pub generator_version: String,
+}
+
+/// Everything needed to render one operator crate.
+#[derive(Debug, Clone, Serialize)]
+pub struct Operator {
+    pub crate_name: String,
+    /// The crate name as a Rust path segment (`prometheusrule_controller`).
+    pub crate_ident: String,
+    pub provenance: Provenance,
+    pub primary: Primary,
+    pub owns: Vec<Related>,
+    pub watches: Vec<Watched>,
+    pub external: Vec<External>,
+    /// Primary-stream predicates, as `kube::runtime::predicates` function names.
+    pub predicates: Vec<String>,
+    pub requeue: Requeue,
+    /// True when cleanup hooks run behind a finalizer (any external relation).
+    pub finalizer: bool,
+    /// Finalizer name as a Rust literal.
+    pub finalizer_literal: String,
+    pub field_manager_literal: String,
+    /// True when some owned kind is namespaced / cluster-scoped, selecting helper variants.
+    pub owns_namespaced: bool,
+    pub owns_cluster: bool,
+    pub dependencies: Vec<Dependency>,
+    /// kopium output for the primary, then one module per related custom kind.
+    pub types: String,
+    pub related_types: Vec<TypesModule>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Primary {
+    pub kind: String,
+    pub rust_type: String,
+    pub group: String,
+    pub version: String,
+    pub plural: String,
+    pub crd_name: String,
+    pub namespaced: bool,
+    pub status_type: Option<String>,
+    /// Where the CRD came from and whether the version was the storage default.
+    pub origin: String,
+    pub version_defaulted: bool,
+    pub served_versions: Vec<String>,
+}
+
+/// An owned or watched kind.
+#[derive(Debug, Clone, Serialize)]
+pub struct Related {
+    pub kind: String,
+    /// Full path of the Rust type (`k8s_openapi::api::core::v1::ConfigMap`).
+    pub rust_path: String,
+    pub namespaced: bool,
+    /// Snake-case stem for variables and functions (`config_map`).
+    pub ident: String,
+    /// A k8s-openapi kind (it has `Default`), rather than a custom one.
+    pub builtin: bool,
+    /// Whether the skeleton can apply an empty object of this kind as a working example.
+    pub skeleton: bool,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Watched {
+    pub related: Related,
+    /// `label`, `annotation` or `field`.
+    pub rule: String,
+    /// Label/annotation key or JSON pointer, as a Rust literal.
+    pub key_literal: String,
+    /// The rule as the manifest wrote it, for docs.
+    pub rule_text: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct External {
+    pub name: String,
+    pub ident: String,
+    pub channel: bool,
+    pub interval_secs: u64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Requeue {
+    pub after_secs: Option<u64>,
+    pub backoff_base_ms: u64,
+    pub backoff_max_ms: u64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Dependency {
+    pub name: String,
+    pub spec: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct TypesModule {
+    pub module: String,
+    pub code: String,
+}
+
+/// A CRD named by an `owns:`/`watches:` entry, loaded by the caller.
+#[derive(Debug, Clone)]
+pub struct RelatedCrd {
+    /// The manifest field that named it (`owns[0]`), for errors.
+    pub field: String,
+    pub selected: SelectedCrd,
+}
+
+/// Builds the model. Pure: all input has been read already.
+pub fn analyze(
+    manifest_origin: &str,
+    manifest: &Manifest,
+    primary: &SelectedCrd,
+    related_crds: &[RelatedCrd],
+    provenance: Provenance,
+) -> Result<Operator> {
+    let bad = |field: &str, reason: String| Error::Manifest {
+        location: format!("{manifest_origin}: field `{field}`"),
+        reason,
+    };
+    let types = rust_types::generate(primary)?;
+    let crd = &primary.crd;
+    let crate_name = manifest
+        .name
+        .clone()
+        .unwrap_or_else(|| naming::default_crate_name(&crd.spec.names.kind));
+    naming::check_crate_name(&crate_name).map_err(|reason| bad("name", reason))?;
+
+    let mut related_types = Vec::new();
+    let mut uses_chrono = types.uses_chrono;
+    let mut resolve = |field: String, kind: &str, crd_given: bool| -> Result<(Related, serde_json::Value)> {
+        if crd_given {
+            let related = related_crds
+                .iter()
+                .find(|r| r.field == field)
+                .ok_or_else(|| bad(&field, "its `crd:` was not loaded (generator bug)".to_owned()))?;
+            let generated = rust_types::generate(&related.selected)?;
+            uses_chrono |= generated.uses_chrono;
+            let module = naming::snake_ident(&related.selected.crd.spec.names.kind);
+            let rust_path = format!("crate::types::{module}::{}", generated.root);
+            if !related_types.iter().any(|m: &TypesModule| m.module == module) {
+                related_types.push(TypesModule {
+                    module: module.clone(),
+                    code: generated.code,
+                });
+            }
+            let schema = related
+                .selected
+                .schema()
+                .and_then(|s| serde_json::to_value(s).ok())
+                .unwrap_or_default();
+            let kind = related.selected.crd.spec.names.kind.clone();
+            return Ok((
+                Related {
+                    ident: naming::snake_ident(&kind),
+                    kind,
+                    rust_path,
+                    namespaced: related.selected.crd.spec.scope == "Namespaced",
+                    builtin: false,
+                    skeleton: false,
+                },
+                schema,
+            ));
+        }
+        let builtin = k8s_catalog::find(kind).ok_or_else(|| {
+            let known: Vec<&str> = k8s_catalog::all().iter().map(|k| k.kind).collect();
+            bad(&format!("{field}.kind"), format!(
+                "unknown kind {kind:?}; name a built-in kind ({}) or give `crd:` with the CRD that defines it",
+                known.join(", ")
+            ))
+        })?;
+        Ok((
+            Related {
+                kind: builtin.kind.to_owned(),
+                rust_path: format!("k8s_openapi::{}", builtin.rust_path),
+                namespaced: builtin.namespaced,
+                ident: naming::snake_ident(builtin.kind),
+                builtin: true,
+                skeleton: builtin.empty_object_is_valid(),
+            },
+            builtin.schema(),
+        ))
+    };
+
+    let mut owns = Vec::new();
+    for (i, owned) in manifest.owns.iter().enumerate() {
+        let (related, _) = resolve(format!("owns[{i}]"), &owned.kind, owned.crd.is_some())?;
+        if owns.iter().any(|o: &Related| o.kind == related.kind) {
+            return Err(bad(
+                &format!("owns[{i}].kind"),
+                format!("{} is owned twice; list it once", related.kind),
+            ));
+        }
+        owns.push(related);
+    }
+
+    let mut watches = Vec::new();
+    for (i, watched) in manifest.watches.iter().enumerate() {
+        let field = format!("watches[{i}]");
+        let (related, schema) = resolve(field.clone(), &watched.kind, watched.crd.is_some())?;
+        let (rule, key, rule_text) = match &watched.map {
+            MapRule::Label(key) | MapRule::Annotation(key) => {
+                naming::check_label_key(key).map_err(|reason| bad(&format!("{field}.map"), reason))?;
+                let rule = if matches!(watched.map, MapRule::Label(_)) {
+                    "label"
+                } else {
+                    "annotation"
+                };
+                (rule, key.clone(), format!("{rule} `{key}`"))
+            }
+            MapRule::Field(path) => {
+                check_field_path(&schema, path).map_err(|problem| {
+                    bad(
+                        &format!("{field}.map.field"),
+                        format!("{path:?} does not exist in {}: {problem}", related.kind),
+                    )
+                })?;
+                ("field", naming::json_pointer(path), format!("field `{path}`"))
+            }
+        };
+        if watches.iter().any(|w: &Watched| w.related.kind == related.kind) {
+            return Err(bad(
+                &format!("{field}.kind"),
+                format!("{} is watched twice; list it once", related.kind),
+            ));
+        }
+        watches.push(Watched {
+            related,
+            rule: rule.to_owned(),
+            key_literal: naming::string_literal(&key),
+            rule_text,
+        });
+    }
+
+    let mut external = Vec::new();
+    let mut seen = BTreeSet::new();
+    for (i, ext) in manifest.external.iter().enumerate() {
+        naming::check_external_name(&ext.name)
+            .map_err(|reason| bad(&format!("external[{i}].name"), reason))?;
+        if !seen.insert(ext.name.clone()) {
+            return Err(bad(
+                &format!("external[{i}].name"),
+                format!("{:?} is used twice", ext.name),
+            ));
+        }
+        if ext.source == ExternalSource::Channel && ext.interval.is_some() {
+            return Err(bad(
+                &format!("external[{i}].interval"),
+                "only `source: poll` has an interval".to_owned(),
+            ));
+        }
+        let interval_secs = ext.interval.map_or(60, |d| d.as_secs().max(1));
+        external.push(External {
+            name: ext.name.clone(),
+            ident: naming::snake_ident(&ext.name),
+            channel: ext.source == ExternalSource::Channel,
+            interval_secs,
+        });
+    }
+
+    let backoff_base = manifest
+        .requeue
+        .error_backoff
+        .unwrap_or(std::time::Duration::from_secs(1));
+    let backoff_max = manifest
+        .requeue
+        .error_backoff_max
+        .unwrap_or(std::time::Duration::from_secs(300));
+    if backoff_max < backoff_base {
+        return Err(bad(
+            "requeue.errorBackoffMax",
+            "must not be shorter than requeue.errorBackoff".to_owned(),
+        ));
+    }
+
+    let mut dependencies: Vec<Dependency> = BASE_DEPENDENCIES
+        .iter()
+        .map(|(name, spec)| Dependency {
+            name: (*name).into(),
+            spec: (*spec).into(),
+        })
+        .collect();
+    if uses_chrono {
+        dependencies.push(Dependency {
+            name: CHRONO.0.into(),
+            spec: CHRONO.1.into(),
+        });
+    }
+    dependencies.sort_by(|a, b| a.name.cmp(&b.name));
+
+    let predicates = manifest
+        .predicates()
+        .iter()
+        .map(|p| match p {
+            manifest::Predicate::Generation => "generation",
+            manifest::Predicate::Finalizers => "finalizers",
+            manifest::Predicate::Labels => "labels",
+            manifest::Predicate::Annotations => "annotations",
+        })
+        .map(str::to_owned)
+        .collect();
+
+    let version = primary.version();
+    Ok(Operator {
+        finalizer_literal: naming::string_literal(&format!("{}/{crate_name}", crd.spec.group)),
+        field_manager_literal: naming::string_literal(&crate_name),
+        owns_namespaced: owns.iter().any(|o| o.namespaced),
+        owns_cluster: owns.iter().any(|o| !o.namespaced),
+        crate_ident: crate_name.replace('-', "_"),
+        crate_name,
+        provenance,
+        primary: Primary {
+            kind: crd.spec.names.kind.clone(),
+            rust_type: types.root,
+            group: crd.spec.group.clone(),
+            version: version.name.clone(),
+            plural: crd.spec.names.plural.clone(),
+            crd_name: primary.name().to_owned(),
+            namespaced: crd.spec.scope == "Namespaced",
+            status_type: types.status,
+            origin: primary.origin.clone(),
+            version_defaulted: primary.defaulted,
+            served_versions: crd
+                .spec
+                .versions
+                .iter()
+                .filter(|v| v.served)
+                .map(|v| v.name.clone())
+                .collect(),
+        },
+        finalizer: !external.is_empty(),
+        owns,
+        watches,
+        external,
+        predicates,
+        requeue: Requeue {
+            after_secs: manifest.requeue.after.map(|d| d.as_secs().max(1)),
+            backoff_base_ms: backoff_base.as_millis().max(1) as u64,
+            backoff_max_ms: backoff_max.as_millis() as u64,
+        },
+        dependencies,
+        types: types.code,
+        related_types,
+    })
+}
+
+/// Field paths into `metadata` are checked against ObjectMeta, since CRD schemas leave
+/// metadata untyped; everything else against the kind's own schema.
+fn check_field_path(schema: &serde_json::Value, path: &str) -> Result<(), schema_path::PathProblem> {
+    match path.split_once('.') {
+        Some(("metadata", rest)) => {
+            let meta =
+                schemars::schema_for!(k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta).to_value();
+            schema_path::check_string_field(&meta, rest)
+        }
+        _ => schema_path::check_string_field(schema, path),
+    }
+}

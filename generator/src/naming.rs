@@ -1,0 +1,183 @@
+//! Every identifier and literal that reaches generated Rust is decided here, so that text
+//! from a CRD or a manifest can never become code: names are validated or converted, and
+//! strings are emitted only as escaped literals.
+
+use heck::{ToSnakeCase, ToUpperCamelCase};
+
+/// Rust's strict and reserved keywords, which cannot be plain identifiers.
+const KEYWORDS: &[&str] = &[
+    "abstract", "as", "async", "await", "become", "box", "break", "const", "continue", "crate", "do", "dyn",
+    "else", "enum", "extern", "false", "final", "fn", "for", "gen", "if", "impl", "in", "let", "loop",
+    "macro", "match", "mod", "move", "mut", "override", "priv", "pub", "ref", "return", "self", "Self",
+    "static", "struct", "super", "trait", "true", "try", "type", "typeof", "unsafe", "unsized", "use",
+    "virtual", "where", "while", "yield",
+];
+
+/// A Rust string literal with the same value as `text`, whatever `text` holds.
+pub fn string_literal(text: &str) -> String {
+    // `Debug` for `str` escapes quotes, backslashes and control characters, which is exactly
+    // the grammar of a Rust string literal.
+    format!("{text:?}")
+}
+
+/// `snake_case` form of `text` as a safe identifier: keywords get a trailing underscore and
+/// anything that does not start with a letter gets a leading one.
+pub fn snake_ident(text: &str) -> String {
+    let snake: String = text
+        .to_snake_case()
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    let snake = if snake.starts_with(|c: char| c.is_ascii_alphabetic()) {
+        snake
+    } else {
+        format!("_{snake}")
+    };
+    if KEYWORDS.contains(&snake.as_str()) {
+        format!("{snake}_")
+    } else {
+        snake
+    }
+}
+
+/// `UpperCamelCase` form, as kopium names a CRD's root type.
+pub fn type_name(kind: &str) -> String {
+    kind.to_upper_camel_case()
+}
+
+/// The default crate name for a primary kind: `prometheusrule-controller`.
+pub fn default_crate_name(kind: &str) -> String {
+    format!("{}-controller", kind.to_lowercase())
+}
+
+/// Checks a crate name against what cargo accepts, returning why not.
+pub fn check_crate_name(name: &str) -> Result<(), String> {
+    let ok_chars = name
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+    let starts = name.starts_with(|c: char| c.is_ascii_alphabetic());
+    if name.is_empty() || name.len() > 64 || !ok_chars || !starts {
+        return Err(format!(
+            "{name:?} is not a valid crate name: use ASCII letters, digits, `-` and `_`, starting with a letter, at most 64 characters"
+        ));
+    }
+    if KEYWORDS.contains(&name) || name == "test" {
+        return Err(format!("{name:?} is reserved and cannot be a crate name"));
+    }
+    Ok(())
+}
+
+/// Checks an `external:` name (`rule-registry`): lowercase words joined by `-`, so that it
+/// maps one-to-one onto hook names.
+pub fn check_external_name(name: &str) -> Result<(), String> {
+    let ok = name.starts_with(|c: char| c.is_ascii_lowercase())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+        && !name.ends_with('-')
+        && !name.contains("--")
+        && name.len() <= 48;
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "{name:?} is not a valid external name: use lowercase words joined by `-`, like `rule-registry`"
+        ))
+    }
+}
+
+/// Checks a label or annotation key: an optional DNS prefix and a name, as Kubernetes requires.
+pub fn check_label_key(key: &str) -> Result<(), String> {
+    let (prefix, name) = match key.rsplit_once('/') {
+        Some((prefix, name)) => (Some(prefix), name),
+        None => (None, key),
+    };
+    let name_ok = !name.is_empty()
+        && name.len() <= 63
+        && name.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && name.ends_with(|c: char| c.is_ascii_alphanumeric())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+    let prefix_ok = prefix.is_none_or(|p| {
+        !p.is_empty()
+            && p.len() <= 253
+            && p.split('.').all(|part| {
+                !part.is_empty()
+                    && part.starts_with(|c: char| c.is_ascii_alphanumeric())
+                    && part.ends_with(|c: char| c.is_ascii_alphanumeric())
+                    && part
+                        .chars()
+                        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+            })
+    });
+    if name_ok && prefix_ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "{key:?} is not a valid label or annotation key (an optional DNS prefix and `/`, then up to 63 of [A-Za-z0-9-_.])"
+        ))
+    }
+}
+
+/// A JSON pointer (`/spec/ruleRef/name`) for a dotted field path, escaped per RFC 6901.
+pub fn json_pointer(path: &str) -> String {
+    path.split('.')
+        .map(|segment| format!("/{}", segment.replace('~', "~0").replace('/', "~1")))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn literals_round_trip_through_the_rust_parser() {
+        for text in [
+            "plain",
+            "quote \" and \\ backslash",
+            "\"#; panic!(); r#\"",
+            "*/ \n\t\u{0}",
+            "é ✓",
+        ] {
+            let literal: syn::LitStr = syn::parse_str(&string_literal(text)).unwrap();
+            assert_eq!(literal.value(), text);
+        }
+    }
+
+    #[test]
+    fn identifiers_are_never_keywords_or_invalid() {
+        assert_eq!(snake_ident("rule-registry"), "rule_registry");
+        assert_eq!(snake_ident("type"), "type_");
+        assert_eq!(snake_ident("Self"), "self_");
+        assert_eq!(snake_ident("3d"), "_3d");
+        for name in ["ConfigMap", "self", "crate", "x-y.z"] {
+            syn::parse_str::<syn::Ident>(&snake_ident(name)).unwrap();
+        }
+    }
+
+    #[test]
+    fn names_are_checked() {
+        assert!(check_crate_name("prometheusrule-controller").is_ok());
+        assert!(check_crate_name("9lives").is_err());
+        assert!(check_crate_name("a b").is_err());
+        assert!(check_external_name("rule-registry").is_ok());
+        assert!(check_external_name("Rule_Registry").is_err());
+        assert!(check_label_key("monitoring.example.com/rule").is_ok());
+        assert!(check_label_key("app").is_ok());
+        assert!(check_label_key("Bad Prefix/x").is_err());
+        assert!(check_label_key("a/").is_err());
+    }
+
+    #[test]
+    fn pointers_escape_per_rfc6901() {
+        assert_eq!(json_pointer("spec.ruleRef.name"), "/spec/ruleRef/name");
+        assert_eq!(json_pointer("metadata.labels.a/b~c"), "/metadata/labels/a~1b~0c");
+    }
+}
