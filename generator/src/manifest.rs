@@ -31,6 +31,26 @@ pub struct Manifest {
     pub requeue: Requeue,
     /// Filters on the primary's watch stream; defaults to `[generation, finalizers]`.
     pub predicates: Option<Vec<Predicate>>,
+    /// Extra crates your reconcile code uses, merged into the generated Cargo.toml.
+    #[serde(default)]
+    pub dependencies: std::collections::BTreeMap<String, DependencySpec>,
+    /// Extra crates your tests use.
+    #[serde(default)]
+    pub dev_dependencies: std::collections::BTreeMap<String, DependencySpec>,
+}
+
+/// A dependency as in Cargo.toml: a version, or a version with features.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(untagged)]
+pub enum DependencySpec {
+    Version(String),
+    #[serde(rename_all = "kebab-case")]
+    Detailed {
+        version: String,
+        #[serde(default)]
+        features: Vec<String>,
+        default_features: Option<bool>,
+    },
 }
 
 /// The resource the controller reconciles.

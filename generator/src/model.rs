@@ -35,6 +35,8 @@ const BASE_DEPENDENCIES: &[(&str, &str)] = &[
         r#"{ version = "0.3.20", features = ["env-filter", "fmt"] }"#,
     ),
 ];
+/// Dev-dependencies of every generated crate: a mock API server for reconcile tests.
+const BASE_DEV_DEPENDENCIES: &[(&str, &str)] = &[("http", r#""1.3.1""#), ("tower-test", r#""0.4.0""#)];
 const CHRONO: (&str, &str) = (
     "chrono",
     r#"{ version = "0.4.42", default-features = false, features = ["serde"] }"#,
@@ -71,6 +73,7 @@ pub struct Operator {
     pub owns_namespaced: bool,
     pub owns_cluster: bool,
     pub dependencies: Vec<Dependency>,
+    pub dev_dependencies: Vec<Dependency>,
     /// kopium output for the primary, then one module per related custom kind.
     pub types: String,
     pub related_types: Vec<TypesModule>,
@@ -320,20 +323,17 @@ pub fn analyze(
         ));
     }
 
-    let mut dependencies: Vec<Dependency> = BASE_DEPENDENCIES
-        .iter()
-        .map(|(name, spec)| Dependency {
-            name: (*name).into(),
-            spec: (*spec).into(),
-        })
-        .collect();
+    let mut base = BASE_DEPENDENCIES.to_vec();
     if uses_chrono {
-        dependencies.push(Dependency {
-            name: CHRONO.0.into(),
-            spec: CHRONO.1.into(),
-        });
+        base.push(CHRONO);
     }
-    dependencies.sort_by(|a, b| a.name.cmp(&b.name));
+    let dependencies = dependency_table(&base, &manifest.dependencies, "dependencies", &bad)?;
+    let dev_dependencies = dependency_table(
+        BASE_DEV_DEPENDENCIES,
+        &manifest.dev_dependencies,
+        "devDependencies",
+        &bad,
+    )?;
 
     let predicates = manifest
         .predicates()
@@ -386,6 +386,7 @@ pub fn analyze(
             backoff_max_ms: backoff_max.as_millis() as u64,
         },
         dependencies,
+        dev_dependencies,
         types: types.code,
         related_types,
     })
@@ -401,5 +402,63 @@ fn check_field_path(schema: &serde_json::Value, path: &str) -> Result<(), schema
             schema_path::check_string_field(&meta, rest)
         }
         _ => schema_path::check_string_field(schema, path),
+    }
+}
+
+/// Merges the manifest's extra dependencies into the generator's, sorted by name. A manifest
+/// entry for a crate the generated code needs is refused, because changing its version or
+/// features could break generated code in ways regeneration cannot see.
+fn dependency_table(
+    base: &[(&str, &str)],
+    extra: &std::collections::BTreeMap<String, manifest::DependencySpec>,
+    field: &str,
+    bad: &dyn Fn(&str, String) -> Error,
+) -> Result<Vec<Dependency>> {
+    let mut table: Vec<Dependency> = base
+        .iter()
+        .map(|(name, spec)| Dependency {
+            name: (*name).into(),
+            spec: (*spec).into(),
+        })
+        .collect();
+    for (name, spec) in extra {
+        let at = format!("{field}.{name}");
+        naming::check_crate_name(name).map_err(|reason| bad(&at, reason))?;
+        if base.iter().any(|(base_name, _)| base_name == name) {
+            return Err(bad(
+                &at,
+                format!("{name} is already a dependency of the generated code; remove it here"),
+            ));
+        }
+        table.push(Dependency {
+            name: name.clone(),
+            spec: toml_dependency(spec),
+        });
+    }
+    table.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok(table)
+}
+
+/// A dependency spec as a TOML value. JSON string syntax is valid TOML basic-string syntax, so
+/// serde_json quotes every user-supplied string safely.
+fn toml_dependency(spec: &manifest::DependencySpec) -> String {
+    let quote = |text: &str| serde_json::Value::from(text).to_string();
+    match spec {
+        manifest::DependencySpec::Version(version) => quote(version),
+        manifest::DependencySpec::Detailed {
+            version,
+            features,
+            default_features,
+        } => {
+            let mut parts = vec![format!("version = {}", quote(version))];
+            if let Some(default_features) = default_features {
+                parts.push(format!("default-features = {default_features}"));
+            }
+            if !features.is_empty() {
+                let features: Vec<String> = features.iter().map(|f| quote(f)).collect();
+                parts.push(format!("features = [{}]", features.join(", ")));
+            }
+            format!("{{ {} }}", parts.join(", "))
+        }
     }
 }

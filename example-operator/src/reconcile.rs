@@ -1,0 +1,164 @@
+//! Reconcile logic for `PrometheusRule`: each rule becomes a ConfigMap holding the rule file
+//! that Prometheus would load, `<name>.rules.yaml`.
+//!
+//! This file is the user's: `cargo xtask gen --out example-operator` rewrites the generated
+//! modules around it and never touches it.
+
+use std::{collections::BTreeMap, sync::Arc};
+
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::{ResourceExt, api::ObjectMeta, runtime::controller::Action};
+use serde::Serialize;
+
+use crate::{
+    controller::{Context, Reconciler, success_action},
+    error::{Error, Result},
+    types::{PrometheusRule, PrometheusRuleGroups},
+};
+
+/// Label that marks the ConfigMaps this operator renders, for `kubectl get cm -l`.
+pub const RULE_FILE_LABEL: &str = "monitoring.example.com/rule-file";
+
+/// The operator has no state of its own.
+#[derive(Debug, Default)]
+pub struct Operator {}
+
+impl Reconciler for Operator {
+    async fn apply(&self, rule: Arc<PrometheusRule>, ctx: Arc<Context>) -> Result<Action> {
+        let config_map = rule_config_map(&rule)?;
+        tracing::info!(rule = %rule.name_any(), config_map = %config_map.name_any(), "applying rule file");
+        // `apply_owned` sets the controller ownerReference and writes nothing when the live
+        // ConfigMap already matches, so a second reconcile of an unchanged rule is read-only.
+        ctx.apply_owned(&rule, config_map).await?;
+        Ok(success_action())
+    }
+}
+
+/// The Prometheus rule file format: the top-level `groups:` list.
+#[derive(Serialize)]
+struct RuleFile<'a> {
+    groups: &'a [PrometheusRuleGroups],
+}
+
+/// The ConfigMap `<name>-rules` holding `<name>.rules.yaml` for `rule`.
+pub fn rule_config_map(rule: &PrometheusRule) -> Result<ConfigMap> {
+    let name = rule.name_any();
+    let groups = rule.spec.groups.as_deref().unwrap_or_default();
+    let file = serde_yaml::to_string(&RuleFile { groups })
+        .map_err(|e| Error::Permanent(format!("rule {name} cannot be written as YAML: {e}")))?;
+    Ok(ConfigMap {
+        metadata: ObjectMeta {
+            name: Some(format!("{name}-rules")),
+            namespace: rule.namespace(),
+            labels: Some(BTreeMap::from([(RULE_FILE_LABEL.to_owned(), name.clone())])),
+            ..ObjectMeta::default()
+        },
+        data: Some(BTreeMap::from([(format!("{name}.rules.yaml"), file)])),
+        ..ConfigMap::default()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use http::{Method, Request, Response, StatusCode};
+    use kube::client::Body;
+    use serde_json::{Value, json};
+
+    use super::*;
+
+    fn rule() -> PrometheusRule {
+        serde_json::from_value(json!({
+            "apiVersion": "monitoring.coreos.com/v1",
+            "kind": "PrometheusRule",
+            "metadata": {"name": "api", "namespace": "team-a", "uid": "6b1e"},
+            "spec": {"groups": [{"name": "api.rules", "rules": [
+                {"alert": "HighErrorRate", "expr": "rate(errors[5m]) > 0.1", "for": "10m"}
+            ]}]}
+        }))
+        .expect("a valid PrometheusRule")
+    }
+
+    #[test]
+    fn the_rule_file_holds_the_groups() {
+        let config_map = rule_config_map(&rule()).unwrap();
+        assert_eq!(config_map.metadata.name.as_deref(), Some("api-rules"));
+        assert_eq!(config_map.metadata.namespace.as_deref(), Some("team-a"));
+        let data = config_map.data.unwrap();
+        let file: Value = serde_yaml::from_str(&data["api.rules.yaml"]).unwrap();
+        assert_eq!(file["groups"][0]["name"], "api.rules");
+        assert_eq!(file["groups"][0]["rules"][0]["alert"], "HighErrorRate");
+        assert_eq!(file["groups"][0]["rules"][0]["for"], "10m");
+    }
+
+    /// Answers requests in order and records them; `None` answers 404.
+    async fn serve(
+        mut handle: tower_test::mock::Handle<Request<Body>, Response<Body>>,
+        answers: Vec<Option<Value>>,
+    ) -> Vec<(Method, String, Option<Value>)> {
+        let mut seen = Vec::new();
+        for answer in answers {
+            let Some((request, respond)) = handle.next_request().await else {
+                break;
+            };
+            let (parts, body) = request.into_parts();
+            let bytes = body.collect_bytes().await.unwrap();
+            let body = (!bytes.is_empty()).then(|| serde_json::from_slice::<Value>(&bytes).unwrap());
+            let uri = parts.uri.to_string();
+            seen.push((parts.method, uri, body));
+            let response = match answer {
+                Some(object) => Response::new(Body::from(object.to_string().into_bytes())),
+                None => {
+                    let status = json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "NotFound", "code": 404});
+                    let mut response = Response::new(Body::from(status.to_string().into_bytes()));
+                    *response.status_mut() = StatusCode::NOT_FOUND;
+                    response
+                }
+            };
+            respond.send_response(response);
+        }
+        seen
+    }
+
+    #[tokio::test]
+    async fn first_reconcile_applies_the_child_and_the_second_writes_nothing() {
+        let (service, handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+        let ctx = Arc::new(Context::new(kube::Client::new(service, "default")));
+        let applied = serde_json::to_value(rule_config_map(&rule()).unwrap()).unwrap();
+        let mut live = applied.clone();
+        live["metadata"]["resourceVersion"] = json!("12");
+        live["metadata"]["ownerReferences"] = json!([{
+            "apiVersion": "monitoring.coreos.com/v1", "kind": "PrometheusRule", "name": "api",
+            "uid": "6b1e", "controller": true
+        }]);
+        // First reconcile: GET finds nothing, PATCH applies. Second: GET finds it, no PATCH.
+        let server = tokio::spawn(serve(
+            handle,
+            vec![None, Some(live.clone()), Some(live.clone()), None],
+        ));
+
+        let operator = Operator::default();
+        operator.apply(Arc::new(rule()), Arc::clone(&ctx)).await.unwrap();
+        operator.apply(Arc::new(rule()), Arc::clone(&ctx)).await.unwrap();
+        drop(ctx);
+        let seen = server.await.unwrap();
+
+        let path = "/api/v1/namespaces/team-a/configmaps/api-rules";
+        assert_eq!(seen.len(), 3, "GET, PATCH, GET and nothing more: {seen:#?}");
+        assert_eq!((&seen[0].0, seen[0].1.as_str()), (&Method::GET, path));
+        let (method, uri, body) = &seen[1];
+        assert_eq!(method, Method::PATCH);
+        assert!(
+            uri.starts_with(path)
+                && uri.contains("fieldManager=example-operator")
+                && uri.contains("force=true"),
+            "{uri}"
+        );
+        let body = body.as_ref().expect("an apply body");
+        assert_eq!(
+            body["metadata"]["ownerReferences"],
+            live["metadata"]["ownerReferences"]
+        );
+        assert_eq!(body["data"], applied["data"]);
+        assert_eq!((&seen[2].0, seen[2].1.as_str()), (&Method::GET, path));
+    }
+}
