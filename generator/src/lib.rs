@@ -6,11 +6,13 @@
 //! relations, [`model`] analyzes both into a typed model (running kopium through
 //! [`rust_types`] and deciding every name in [`naming`]), [`render`] turns the model into a
 //! [`write_plan::Plan`] through the Tera templates in `templates/`, and
-//! [`write_plan`] is the only code that touches disk. [`generate`] strings them together.
+//! [`write_plan`] is the only code that touches disk. [`generate`] strings them together, and
+//! [`job::Job`] is the command-line view of a run.
 
 pub mod crd_document;
 pub mod crd_source;
 pub mod error;
+pub mod job;
 pub mod k8s_catalog;
 pub mod manifest;
 pub mod model;
@@ -27,6 +29,7 @@ pub use crate::{
     crd_document::Selection,
     crd_source::CrdSource,
     error::{Error, Result},
+    job::Job,
     manifest::Manifest,
     write_plan::{Mode, Outcome, Plan, Report},
 };

@@ -63,6 +63,10 @@ pub struct Operator {
     pub external: Vec<External>,
     /// Primary-stream predicates, as `kube::runtime::predicates` function names.
     pub predicates: Vec<String>,
+    /// Whether the generated code calls trait methods that need these traits in scope; decided
+    /// here so a crate with fewer relations compiles without unused imports.
+    pub uses_predicate_combine: bool,
+    pub uses_resource_ext: bool,
     pub requeue: Requeue,
     /// True when cleanup hooks run behind a finalizer (any external relation).
     pub finalizer: bool,
@@ -335,7 +339,7 @@ pub fn analyze(
         &bad,
     )?;
 
-    let predicates = manifest
+    let predicates: Vec<String> = manifest
         .predicates()
         .iter()
         .map(|p| match p {
@@ -351,6 +355,10 @@ pub fn analyze(
     Ok(Operator {
         finalizer_literal: naming::string_literal(&format!("{}/{crate_name}", crd.spec.group)),
         field_manager_literal: naming::string_literal(&crate_name),
+        uses_predicate_combine: predicates.len() > 1,
+        uses_resource_ext: owns.iter().any(|o| o.namespaced)
+            || watches.iter().any(|w| w.rule != "field" || crd.spec.scope == "Namespaced")
+            || (!external.is_empty() && crd.spec.scope == "Namespaced"),
         owns_namespaced: owns.iter().any(|o| o.namespaced),
         owns_cluster: owns.iter().any(|o| !o.namespaced),
         crate_ident: crate_name.replace('-', "_"),

@@ -1,0 +1,39 @@
+//! The checked-in generated crates are exactly what the generator produces today.
+
+use operator_gen::{Job, Mode};
+use operator_gen_tests::workspace_root;
+
+/// Every crate generated into this repository: each folder of `generated/`, and the example.
+fn checked_in_crates() -> Vec<String> {
+    let root = workspace_root();
+    let mut crates: Vec<String> = std::fs::read_dir(root.join("generated"))
+        .expect("reading generated/")
+        .map(|entry| format!("generated/{}", entry.expect("an entry").file_name().to_string_lossy()))
+        .collect();
+    crates.sort();
+    crates.push("example-operator".to_owned());
+    crates
+}
+
+#[test]
+fn checked_in_crates_match_the_generator() {
+    // Jobs take paths relative to the workspace root, as `cargo xtask gen` does; every test
+    // in this binary wants the same directory, so changing it is safe.
+    std::env::set_current_dir(workspace_root()).expect("entering the workspace root");
+    let mut stale = Vec::new();
+    for dir in checked_in_crates() {
+        let job = Job::new(&dir);
+        let (_, report) = job.run(Mode::Check).unwrap_or_else(|e| panic!("regenerating {dir}: {e}"));
+        let changed: Vec<String> = report.changed().iter().map(|p| p.display().to_string()).collect();
+        if !changed.is_empty() {
+            stale.push(format!("{dir} ({}): run `{}` and commit the result", changed.join(", "), job.command()));
+        }
+    }
+    assert!(stale.is_empty(), "generated code is out of date:\n{}", stale.join("\n"));
+}
+
+#[test]
+fn the_default_job_is_the_bundled_prometheusrule_crate() {
+    assert!(checked_in_crates().contains(&operator_gen::job::DEFAULT_OUT.to_owned()));
+    assert_eq!(Job::default().command(), "cargo xtask gen");
+}
