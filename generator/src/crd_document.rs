@@ -94,7 +94,7 @@ fn collect(
         Value::Mapping(map) => map,
         other => {
             return Err(not_a_crd(format!(
-                "expected a Kubernetes object, found {}",
+                "expected a CustomResourceDefinition, found {}",
                 describe(&other)
             )));
         }
@@ -270,10 +270,10 @@ pub fn select(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    const CRD: &str = r#"
+    pub(crate) const CRD: &str = r#"
 apiVersion: apiextensions.k8s.io/v1
 kind: CustomResourceDefinition
 metadata: { name: widgets.example.com }

@@ -8,9 +8,26 @@ use crate::error::{Error, Result};
 /// leaves room while keeping a hostile or mistaken input from exhausting memory.
 pub const MAX_CRD_BYTES: u64 = 16 * 1024 * 1024;
 
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
-const READ_TIMEOUT: Duration = Duration::from_secs(30);
-const MAX_REDIRECTS: u32 = 5;
+/// Limits on an HTTP fetch. The defaults suit a CRD on a public host; tests shorten them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FetchLimits {
+    pub connect_timeout: Duration,
+    /// Longest wait for the response, and for each read of its body.
+    pub read_timeout: Duration,
+    pub max_bytes: u64,
+    pub max_redirects: u32,
+}
+
+impl Default for FetchLimits {
+    fn default() -> Self {
+        Self {
+            connect_timeout: Duration::from_secs(10),
+            read_timeout: Duration::from_secs(30),
+            max_bytes: MAX_CRD_BYTES,
+            max_redirects: 5,
+        }
+    }
+}
 
 /// A place to read a CRD from, as a user names it on the command line.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -38,7 +55,7 @@ impl CrdSource {
     /// Reads the whole source, enforcing [`MAX_CRD_BYTES`].
     pub fn read(&self) -> Result<Vec<u8>> {
         match self {
-            Self::Url(url) => fetch(url),
+            Self::Url(url) => fetch(url, &FetchLimits::default()),
             Self::File(path) => {
                 let file = std::fs::File::open(path).map_err(|e| self.read_error(e))?;
                 read_capped(file, &self.to_string())
@@ -101,17 +118,18 @@ pub fn raw_github_url(url: &str) -> String {
     }
 }
 
-fn fetch(url: &str) -> Result<Vec<u8>> {
+/// Fetches `url` (after [`raw_github_url`]) within `limits`, following redirects.
+pub fn fetch(url: &str, limits: &FetchLimits) -> Result<Vec<u8>> {
     let target = raw_github_url(url);
     let fail = |reason: String| Error::Fetch {
         url: target.clone(),
         reason,
     };
     let agent: ureq::Agent = ureq::Agent::config_builder()
-        .timeout_connect(Some(CONNECT_TIMEOUT))
-        .timeout_recv_body(Some(READ_TIMEOUT))
-        .timeout_recv_response(Some(READ_TIMEOUT))
-        .max_redirects(MAX_REDIRECTS)
+        .timeout_connect(Some(limits.connect_timeout))
+        .timeout_recv_response(Some(limits.read_timeout))
+        .timeout_per_read(Some(limits.read_timeout))
+        .max_redirects(limits.max_redirects)
         .http_status_as_error(false)
         .build()
         .into();
@@ -125,9 +143,9 @@ fn fetch(url: &str) -> Result<Vec<u8>> {
     response
         .into_body()
         .with_config()
-        .limit(MAX_CRD_BYTES)
+        .limit(limits.max_bytes)
         .read_to_vec()
-        .map_err(|e| fail(e.to_string()))
+        .map_err(|e| fail(format!("{e} (a CRD may be at most {} bytes)", limits.max_bytes)))
 }
 
 #[cfg(test)]
@@ -158,6 +176,86 @@ mod tests {
             CrdSource::Url("http://h/x".into())
         );
         assert_eq!(CrdSource::parse("crd.yaml"), CrdSource::File("crd.yaml".into()));
+    }
+
+    /// A loopback HTTP server with one behaviour per path, serving until the test ends.
+    fn serve() -> String {
+        use std::io::{BufRead, BufReader, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(mut stream) = stream else { continue };
+                std::thread::spawn(move || {
+                    let mut request_line = String::new();
+                    let mut reader = BufReader::new(stream.try_clone().unwrap());
+                    reader.read_line(&mut request_line).unwrap();
+                    loop {
+                        let mut header = String::new();
+                        if reader.read_line(&mut header).unwrap_or(0) <= 2 {
+                            break;
+                        }
+                    }
+                    let path = request_line.split_whitespace().nth(1).unwrap_or("/").to_owned();
+                    let (status, extra, body) = match path.as_str() {
+                        "/crd.yaml" => ("200 OK", "", crate::crd_document::tests::CRD.to_owned()),
+                        "/moved" => ("302 Found", "Location: /crd.yaml\r\n", String::new()),
+                        "/text" => ("200 OK", "", "<html><body>not a CRD</body></html>".to_owned()),
+                        "/big" => ("200 OK", "", "#".repeat(4096)),
+                        "/slow" => {
+                            std::thread::sleep(std::time::Duration::from_secs(5));
+                            return;
+                        }
+                        _ => ("404 Not Found", "", "no such file".to_owned()),
+                    };
+                    let head = format!(
+                        "HTTP/1.1 {status}\r\n{extra}Content-Length: {}\r\nConnection: close\r\n\r\n",
+                        body.len()
+                    );
+                    let _ = stream
+                        .write_all(head.as_bytes())
+                        .and_then(|()| stream.write_all(body.as_bytes()));
+                });
+            }
+        });
+        base
+    }
+
+    #[test]
+    fn urls_are_fetched_through_redirects_and_failures_are_named() {
+        let base = serve();
+        let selected = crate::load(&CrdSource::Url(format!("{base}/moved")), &Default::default()).unwrap();
+        assert_eq!(selected.crd.spec.names.kind, "Widget");
+
+        let err = crate::load(&CrdSource::Url(format!("{base}/gone.yaml")), &Default::default()).unwrap_err();
+        let text = err.to_string();
+        assert!(text.contains("/gone.yaml") && text.contains("HTTP 404"), "{text}");
+
+        let err = crate::load(&CrdSource::Url(format!("{base}/text")), &Default::default()).unwrap_err();
+        assert!(err.to_string().contains("/text"), "{err}");
+        assert!(
+            matches!(err, Error::NotACrd { .. } | Error::Syntax { .. }),
+            "{err:?}"
+        );
+
+        let small = FetchLimits {
+            max_bytes: 1024,
+            ..FetchLimits::default()
+        };
+        let err = fetch(&format!("{base}/big"), &small).unwrap_err().to_string();
+        assert!(err.contains("/big") && err.contains("1024"), "{err}");
+
+        let impatient = FetchLimits {
+            read_timeout: std::time::Duration::from_millis(300),
+            ..FetchLimits::default()
+        };
+        let err = fetch(&format!("{base}/slow"), &impatient)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("/slow") && err.to_lowercase().contains("timeout"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -32,7 +32,13 @@ impl Default for Job {
 impl Job {
     /// A job regenerating the crate at `out` from its own `operator.yaml`.
     pub fn new(out: impl Into<PathBuf>) -> Self {
-        Self { crd: None, kind: None, version: None, manifest: None, out: out.into() }
+        Self {
+            crd: None,
+            kind: None,
+            version: None,
+            manifest: None,
+            out: out.into(),
+        }
     }
 
     /// The command line that reproduces this job, quoted in generated headers. It is built from
@@ -41,7 +47,13 @@ impl Job {
         let mut command = String::from("cargo xtask gen");
         let manifest = self.manifest.as_ref().map(|p| p.display().to_string());
         let out = (self.out != Path::new(DEFAULT_OUT)).then(|| self.out.display().to_string());
-        let flags = [("crd", &self.crd), ("kind", &self.kind), ("version", &self.version), ("manifest", &manifest), ("out", &out)];
+        let flags = [
+            ("crd", &self.crd),
+            ("kind", &self.kind),
+            ("version", &self.version),
+            ("manifest", &manifest),
+            ("out", &out),
+        ];
         for (flag, value) in flags {
             if let Some(value) = value {
                 command.push_str(&format!(" --{flag} {value}"));
@@ -68,7 +80,10 @@ impl Job {
             manifest,
             manifest_path,
             crd: self.crd.as_deref().map(CrdSource::parse),
-            selection: Selection { crd: self.kind.clone(), version: self.version.clone() },
+            selection: Selection {
+                crd: self.kind.clone(),
+                version: self.version.clone(),
+            },
             command: self.command(),
         })
     }
@@ -88,7 +103,14 @@ mod tests {
     #[test]
     fn the_command_names_only_what_differs_from_the_defaults() {
         assert_eq!(Job::default().command(), "cargo xtask gen");
-        let job = Job { crd: Some("-".into()), version: Some("v1".into()), ..Job::new("ops/widget") };
-        assert_eq!(job.command(), "cargo xtask gen --crd - --version v1 --out ops/widget");
+        let job = Job {
+            crd: Some("-".into()),
+            version: Some("v1".into()),
+            ..Job::new("ops/widget")
+        };
+        assert_eq!(
+            job.command(),
+            "cargo xtask gen --crd - --version v1 --out ops/widget"
+        );
     }
 }

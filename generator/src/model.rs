@@ -357,7 +357,9 @@ pub fn analyze(
         field_manager_literal: naming::string_literal(&crate_name),
         uses_predicate_combine: predicates.len() > 1,
         uses_resource_ext: owns.iter().any(|o| o.namespaced)
-            || watches.iter().any(|w| w.rule != "field" || crd.spec.scope == "Namespaced")
+            || watches
+                .iter()
+                .any(|w| w.rule != "field" || crd.spec.scope == "Namespaced")
             || (!external.is_empty() && crd.spec.scope == "Namespaced"),
         owns_namespaced: owns.iter().any(|o| o.namespaced),
         owns_cluster: owns.iter().any(|o| !o.namespaced),
@@ -468,5 +470,105 @@ fn toml_dependency(spec: &manifest::DependencySpec) -> String {
             }
             format!("{{ {} }}", parts.join(", "))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::crd_document::{Selection, parse_all, select, tests::CRD};
+
+    fn analyze_with(manifest: &str) -> Result<Operator> {
+        let with_spec = "schema: { openAPIV3Schema: { type: object, properties: { spec: { type: object, \
+                         properties: { size: { type: integer } } } } } }";
+        let crd = CRD.replace("schema: { openAPIV3Schema: { type: object } }", with_spec);
+        let primary = select(
+            "w.yaml",
+            parse_all("w.yaml", crd.as_bytes())?,
+            &Selection::default(),
+        )?;
+        let manifest = Manifest::parse("operator.yaml", manifest)?;
+        let provenance = Provenance {
+            command: "cargo xtask gen".into(),
+            generator_version: "0".into(),
+        };
+        analyze("operator.yaml", &manifest, &primary, &[], provenance)
+    }
+
+    fn error_of(manifest: &str) -> String {
+        analyze_with(manifest)
+            .expect_err("the manifest should be refused")
+            .to_string()
+    }
+
+    #[test]
+    fn relations_become_resolved_names() {
+        let operator = analyze_with(
+            "owns: [{kind: configmap}]\nwatches: [{kind: Secret, map: {field: metadata.name}}]\nexternal: [{name: rule-registry}]",
+        )
+        .unwrap();
+        assert_eq!(operator.crate_name, "widget-controller");
+        assert_eq!(operator.crate_ident, "widget_controller");
+        assert_eq!(
+            operator.owns[0].rust_path,
+            "k8s_openapi::api::core::v1::ConfigMap"
+        );
+        assert_eq!(operator.watches[0].key_literal, "\"/metadata/name\"");
+        assert_eq!(operator.external[0].ident, "rule_registry");
+        assert_eq!(operator.finalizer_literal, "\"example.com/widget-controller\"");
+        assert!(operator.finalizer);
+    }
+
+    #[test]
+    fn an_unknown_kind_is_named_with_its_field() {
+        let err = error_of("owns: [{kind: ConfigMap}, {kind: Widgetz}]");
+        assert!(
+            err.contains("owns[1].kind") && err.contains("\"Widgetz\"") && err.contains("crd:"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_field_path_missing_from_the_schema_is_refused() {
+        let err = error_of("watches: [{kind: ConfigMap, map: {field: spec.target}}]");
+        assert!(
+            err.contains("watches[0].map.field") && err.contains("has no field `spec`"),
+            "{err}"
+        );
+        let err = error_of("watches: [{kind: Secret, map: {field: metadata.generation}}]");
+        assert!(err.contains("string field"), "{err}");
+        assert!(analyze_with("watches: [{kind: ConfigMap, map: {field: data.policy}}]").is_ok());
+    }
+
+    #[test]
+    fn bad_names_and_keys_are_refused() {
+        assert!(error_of("name: 9lives").contains("field `name`"));
+        assert!(error_of("watches: [{kind: Secret, map: {label: 'not a key'}}]").contains("watches[0].map"));
+        assert!(error_of("external: [{name: Registry}]").contains("external[0].name"));
+        assert!(error_of("external: [{name: a}, {name: a}]").contains("used twice"));
+        assert!(error_of("owns: [{kind: Secret}, {kind: secret}]").contains("owned twice"));
+        assert!(error_of("dependencies: {kube: '5'}").contains("already a dependency"));
+    }
+
+    #[test]
+    fn extra_dependencies_are_quoted_as_toml() {
+        let operator = analyze_with(
+            "dependencies: {serde_yaml: '0.9', reqwest: {version: '0.13', default-features: false, features: [json]}}",
+        )
+        .unwrap();
+        let spec = |name: &str| {
+            operator
+                .dependencies
+                .iter()
+                .find(|d| d.name == name)
+                .unwrap()
+                .spec
+                .clone()
+        };
+        assert_eq!(spec("serde_yaml"), "\"0.9\"");
+        assert_eq!(
+            spec("reqwest"),
+            "{ version = \"0.13\", default-features = false, features = [\"json\"] }"
+        );
     }
 }

@@ -19,12 +19,19 @@ fn every_fixture_crate_compiles_without_warnings() {
     let names = fixtures();
     for name in &names {
         let generated = generate_fixture(name).unwrap_or_else(|e| panic!("fixture {name}: {e}"));
-        generated.plan.apply(&members.join(name), Mode::Write { force: false }).expect("writing the fixture crate");
+        generated
+            .plan
+            .apply(&members.join(name), Mode::Write { force: false })
+            .expect("writing the fixture crate");
     }
     let member_list: Vec<String> = names.iter().map(|n| format!("\"crates/{n}\"")).collect();
-    let manifest = format!("[workspace]\nresolver = \"3\"\nmembers = [{}]\n", member_list.join(", "));
+    let manifest = format!(
+        "[workspace]\nresolver = \"3\"\nmembers = [{}]\n",
+        member_list.join(", ")
+    );
     std::fs::write(scratch.join("Cargo.toml"), manifest).expect("writing the workspace manifest");
-    std::fs::copy(workspace_root().join("Cargo.lock"), scratch.join("Cargo.lock")).expect("copying Cargo.lock");
+    std::fs::copy(workspace_root().join("Cargo.lock"), scratch.join("Cargo.lock"))
+        .expect("copying Cargo.lock");
 
     let output = Command::new(env!("CARGO"))
         .args(["check", "--workspace", "--all-targets", "--quiet"])

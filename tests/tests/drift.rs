@@ -8,7 +8,12 @@ fn checked_in_crates() -> Vec<String> {
     let root = workspace_root();
     let mut crates: Vec<String> = std::fs::read_dir(root.join("generated"))
         .expect("reading generated/")
-        .map(|entry| format!("generated/{}", entry.expect("an entry").file_name().to_string_lossy()))
+        .map(|entry| {
+            format!(
+                "generated/{}",
+                entry.expect("an entry").file_name().to_string_lossy()
+            )
+        })
         .collect();
     crates.sort();
     crates.push("example-operator".to_owned());
@@ -23,13 +28,23 @@ fn checked_in_crates_match_the_generator() {
     let mut stale = Vec::new();
     for dir in checked_in_crates() {
         let job = Job::new(&dir);
-        let (_, report) = job.run(Mode::Check).unwrap_or_else(|e| panic!("regenerating {dir}: {e}"));
+        let (_, report) = job
+            .run(Mode::Check)
+            .unwrap_or_else(|e| panic!("regenerating {dir}: {e}"));
         let changed: Vec<String> = report.changed().iter().map(|p| p.display().to_string()).collect();
         if !changed.is_empty() {
-            stale.push(format!("{dir} ({}): run `{}` and commit the result", changed.join(", "), job.command()));
+            stale.push(format!(
+                "{dir} ({}): run `{}` and commit the result",
+                changed.join(", "),
+                job.command()
+            ));
         }
     }
-    assert!(stale.is_empty(), "generated code is out of date:\n{}", stale.join("\n"));
+    assert!(
+        stale.is_empty(),
+        "generated code is out of date:\n{}",
+        stale.join("\n")
+    );
 }
 
 #[test]

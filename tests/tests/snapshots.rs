@@ -37,7 +37,10 @@ fn imagepolicy_v1beta2_field_channel() {
 fn every_fixture_has_a_snapshot_test() {
     let source = include_str!("snapshots.rs");
     for name in fixtures() {
-        assert!(source.contains(&format!("snapshot_fixture(\"{name}\")")), "fixture {name} has no snapshot test here");
+        assert!(
+            source.contains(&format!("snapshot_fixture(\"{name}\")")),
+            "fixture {name} has no snapshot test here"
+        );
     }
 }
 

@@ -32,11 +32,27 @@ pub struct GenArgs {
 
 pub fn run(args: GenArgs) -> anyhow::Result<ExitCode> {
     let started = Instant::now();
-    let job = Job { crd: args.crd, kind: args.kind, version: args.version, manifest: args.manifest, out: args.out };
-    let mode = if args.check { Mode::Check } else { Mode::Write { force: args.force } };
-    let (generated, report) = job.run(mode).with_context(|| format!("generating {}", job.out.display()))?;
+    let job = Job {
+        crd: args.crd,
+        kind: args.kind,
+        version: args.version,
+        manifest: args.manifest,
+        out: args.out,
+    };
+    let mode = if args.check {
+        Mode::Check
+    } else {
+        Mode::Write { force: args.force }
+    };
+    let (generated, report) = job
+        .run(mode)
+        .with_context(|| format!("generating {}", job.out.display()))?;
     let primary = &generated.operator.primary;
-    let version_note = if primary.version_defaulted { "the storage version" } else { "as requested" };
+    let version_note = if primary.version_defaulted {
+        "the storage version"
+    } else {
+        "as requested"
+    };
     let mut out = format!(
         "{} {} from {} ({}, version {}, {version_note}) in {} ms: {report}\n",
         if args.check { "checked" } else { "generated" },
@@ -53,7 +69,11 @@ pub fn run(args: GenArgs) -> anyhow::Result<ExitCode> {
     // A closed pipe (`| head`) is no reason to fail, let alone panic.
     let _ = std::io::Write::write_all(&mut std::io::stdout().lock(), out.as_bytes());
     if args.check && !report.changed().is_empty() {
-        eprintln!("{} is out of date: run `{}` and commit the result", job.out.display(), job.command());
+        eprintln!(
+            "{} is out of date: run `{}` and commit the result",
+            job.out.display(),
+            job.command()
+        );
         return Ok(ExitCode::FAILURE);
     }
     Ok(ExitCode::SUCCESS)
