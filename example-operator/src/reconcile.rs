@@ -102,7 +102,8 @@ mod tests {
             };
             let (parts, body) = request.into_parts();
             let bytes = body.collect_bytes().await.unwrap();
-            let body = (!bytes.is_empty()).then(|| serde_json::from_slice::<Value>(&bytes).unwrap());
+            let body =
+                (!bytes.is_empty()).then(|| serde_json::from_slice::<Value>(&bytes).unwrap());
             let uri = parts.uri.to_string();
             seen.push((parts.method, uri, body));
             let response = match answer {
@@ -137,8 +138,14 @@ mod tests {
         ));
 
         let operator = Operator::default();
-        operator.apply(Arc::new(rule()), Arc::clone(&ctx)).await.unwrap();
-        operator.apply(Arc::new(rule()), Arc::clone(&ctx)).await.unwrap();
+        operator
+            .apply(Arc::new(rule()), Arc::clone(&ctx))
+            .await
+            .unwrap();
+        operator
+            .apply(Arc::new(rule()), Arc::clone(&ctx))
+            .await
+            .unwrap();
         drop(ctx);
         let seen = server.await.unwrap();
 

@@ -350,7 +350,12 @@ spec:
             ..Default::default()
         };
         assert_eq!(
-            select("m.yaml", crds, &by_name).unwrap().crd.spec.names.kind,
+            select("m.yaml", crds, &by_name)
+                .unwrap()
+                .crd
+                .spec
+                .names
+                .kind,
             "Widget"
         );
 
@@ -373,13 +378,17 @@ spec:
             ),
         ];
         for (input, expected) in cases {
-            let err = parse_all("in.yaml", input.as_bytes()).unwrap_err().to_string();
+            let err = parse_all("in.yaml", input.as_bytes())
+                .unwrap_err()
+                .to_string();
             assert!(
                 err.contains("in.yaml") && err.contains(expected),
                 "{input:?} gave {err}"
             );
         }
-        let err = parse_all("bad.yaml", b"kind: \xff\xfe").unwrap_err().to_string();
+        let err = parse_all("bad.yaml", b"kind: \xff\xfe")
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("UTF-8"), "{err}");
     }
 
@@ -397,6 +406,9 @@ spec:
         let err = select("s.yaml", crds, &Selection::default())
             .unwrap_err()
             .to_string();
-        assert!(err.contains("spec.versions[1].schema.openAPIV3Schema"), "{err}");
+        assert!(
+            err.contains("spec.versions[1].schema.openAPIV3Schema"),
+            "{err}"
+        );
     }
 }

@@ -145,7 +145,12 @@ pub fn fetch(url: &str, limits: &FetchLimits) -> Result<Vec<u8>> {
         .with_config()
         .limit(limits.max_bytes)
         .read_to_vec()
-        .map_err(|e| fail(format!("{e} (a CRD may be at most {} bytes)", limits.max_bytes)))
+        .map_err(|e| {
+            fail(format!(
+                "{e} (a CRD may be at most {} bytes)",
+                limits.max_bytes
+            ))
+        })
 }
 
 #[cfg(test)]
@@ -175,7 +180,10 @@ mod tests {
             CrdSource::parse("http://h/x"),
             CrdSource::Url("http://h/x".into())
         );
-        assert_eq!(CrdSource::parse("crd.yaml"), CrdSource::File("crd.yaml".into()));
+        assert_eq!(
+            CrdSource::parse("crd.yaml"),
+            CrdSource::File("crd.yaml".into())
+        );
     }
 
     /// A loopback HTTP server with one behaviour per path, serving until the test ends.
@@ -196,11 +204,19 @@ mod tests {
                             break;
                         }
                     }
-                    let path = request_line.split_whitespace().nth(1).unwrap_or("/").to_owned();
+                    let path = request_line
+                        .split_whitespace()
+                        .nth(1)
+                        .unwrap_or("/")
+                        .to_owned();
                     let (status, extra, body) = match path.as_str() {
                         "/crd.yaml" => ("200 OK", "", crate::crd_document::tests::CRD.to_owned()),
                         "/moved" => ("302 Found", "Location: /crd.yaml\r\n", String::new()),
-                        "/text" => ("200 OK", "", "<html><body>not a CRD</body></html>".to_owned()),
+                        "/text" => (
+                            "200 OK",
+                            "",
+                            "<html><body>not a CRD</body></html>".to_owned(),
+                        ),
                         "/big" => ("200 OK", "", "#".repeat(4096)),
                         "/slow" => {
                             std::thread::sleep(std::time::Duration::from_secs(5));
@@ -224,14 +240,26 @@ mod tests {
     #[test]
     fn urls_are_fetched_through_redirects_and_failures_are_named() {
         let base = serve();
-        let selected = crate::load(&CrdSource::Url(format!("{base}/moved")), &Default::default()).unwrap();
+        let selected = crate::load(
+            &CrdSource::Url(format!("{base}/moved")),
+            &Default::default(),
+        )
+        .unwrap();
         assert_eq!(selected.crd.spec.names.kind, "Widget");
 
-        let err = crate::load(&CrdSource::Url(format!("{base}/gone.yaml")), &Default::default()).unwrap_err();
+        let err = crate::load(
+            &CrdSource::Url(format!("{base}/gone.yaml")),
+            &Default::default(),
+        )
+        .unwrap_err();
         let text = err.to_string();
-        assert!(text.contains("/gone.yaml") && text.contains("HTTP 404"), "{text}");
+        assert!(
+            text.contains("/gone.yaml") && text.contains("HTTP 404"),
+            "{text}"
+        );
 
-        let err = crate::load(&CrdSource::Url(format!("{base}/text")), &Default::default()).unwrap_err();
+        let err =
+            crate::load(&CrdSource::Url(format!("{base}/text")), &Default::default()).unwrap_err();
         assert!(err.to_string().contains("/text"), "{err}");
         assert!(
             matches!(err, Error::NotACrd { .. } | Error::Syntax { .. }),
@@ -242,7 +270,9 @@ mod tests {
             max_bytes: 1024,
             ..FetchLimits::default()
         };
-        let err = fetch(&format!("{base}/big"), &small).unwrap_err().to_string();
+        let err = fetch(&format!("{base}/big"), &small)
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("/big") && err.contains("1024"), "{err}");
 
         let impatient = FetchLimits {

@@ -26,7 +26,10 @@ pub enum Error {
 
     /// Several CRDs were found and the selection did not narrow them to one.
     #[error("{origin} holds {} CustomResourceDefinitions; pick one with --kind or by CRD name: {}", .available.len(), .available.join(", "))]
-    Ambiguous { origin: String, available: Vec<String> },
+    Ambiguous {
+        origin: String,
+        available: Vec<String>,
+    },
 
     /// `--kind` or a CRD name matched nothing.
     #[error("{origin} has no CustomResourceDefinition matching {wanted:?}; it holds: {}", .available.join(", "))]
@@ -81,7 +84,10 @@ pub enum Error {
 
     /// Writing the output failed.
     #[error("writing {}: {source}", .path.display())]
-    Write { path: PathBuf, source: std::io::Error },
+    Write {
+        path: PathBuf,
+        source: std::io::Error,
+    },
 
     /// A generated file was edited by hand, so rewriting it would lose that edit.
     #[error("{} was edited by hand since it was generated; move the change into a user-owned file (src/reconcile.rs) or rerun with --force to overwrite it", .path.display())]

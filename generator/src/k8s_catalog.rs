@@ -42,7 +42,8 @@ where
         group: K::GROUP,
         version: K::VERSION,
         plural: K::URL_PATH_SEGMENT,
-        namespaced: std::any::TypeId::of::<K::Scope>() == std::any::TypeId::of::<NamespaceResourceScope>(),
+        namespaced: std::any::TypeId::of::<K::Scope>()
+            == std::any::TypeId::of::<NamespaceResourceScope>(),
         rust_path,
         schema: || schemars::schema_for!(K).to_value(),
     }
@@ -93,7 +94,9 @@ catalog![
 
 /// Looks a kind up by name, case-insensitively (`configmap` finds `ConfigMap`).
 pub fn find(kind: &str) -> Option<BuiltinKind> {
-    all().into_iter().find(|k| k.kind.eq_ignore_ascii_case(kind))
+    all()
+        .into_iter()
+        .find(|k| k.kind.eq_ignore_ascii_case(kind))
 }
 
 #[cfg(test)]

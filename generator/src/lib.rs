@@ -86,8 +86,9 @@ impl Request {
             Some(value) => Ok(self.manifest_source(value)),
             None => Err(Error::Manifest {
                 location: self.manifest_origin(),
-                reason: "no CRD given: pass --crd <url|file|-> or set `primary.crd` in the manifest"
-                    .to_owned(),
+                reason:
+                    "no CRD given: pass --crd <url|file|-> or set `primary.crd` in the manifest"
+                        .to_owned(),
             }),
         }
     }
@@ -165,7 +166,9 @@ fn normalize(path: &Path) -> PathBuf {
     for component in path.components() {
         match component {
             Component::CurDir => {}
-            Component::ParentDir if matches!(out.components().next_back(), Some(Component::Normal(_))) => {
+            Component::ParentDir
+                if matches!(out.components().next_back(), Some(Component::Normal(_))) =>
+            {
                 out.pop();
             }
             other => out.push(other),

@@ -234,7 +234,10 @@ predicates: [generation]
 "#,
         )
         .unwrap();
-        assert_eq!(manifest.watches[0].map, MapRule::Label("example.com/rule".into()));
+        assert_eq!(
+            manifest.watches[0].map,
+            MapRule::Label("example.com/rule".into())
+        );
         assert_eq!(manifest.external[0].source, ExternalSource::Channel);
         assert_eq!(manifest.requeue.after, Some(Duration::from_secs(300)));
         assert_eq!(manifest.predicates(), vec![Predicate::Generation]);
@@ -243,7 +246,9 @@ predicates: [generation]
     #[test]
     fn an_empty_manifest_means_no_relations() {
         let manifest = Manifest::parse("operator.yaml", "\n").unwrap();
-        assert!(manifest.owns.is_empty() && manifest.watches.is_empty() && manifest.external.is_empty());
+        assert!(
+            manifest.owns.is_empty() && manifest.watches.is_empty() && manifest.external.is_empty()
+        );
         assert_eq!(
             manifest.predicates(),
             vec![Predicate::Generation, Predicate::Finalizers]
@@ -252,7 +257,8 @@ predicates: [generation]
 
     #[test]
     fn unknown_fields_are_reported_with_line_and_column() {
-        let err = Manifest::parse("op.yaml", "owns:\n  - kind: ConfigMap\n    namespace: x\n").unwrap_err();
+        let err = Manifest::parse("op.yaml", "owns:\n  - kind: ConfigMap\n    namespace: x\n")
+            .unwrap_err();
         let text = err.to_string();
         assert!(text.starts_with("op.yaml:3:5: "), "{text}");
         assert!(text.contains("unknown field `namespace`"), "{text}");
@@ -263,6 +269,9 @@ predicates: [generation]
         let text = Manifest::parse("op.yaml", "requeue: { after: soon }")
             .unwrap_err()
             .to_string();
-        assert!(text.contains("op.yaml:1:") && text.contains("30s"), "{text}");
+        assert!(
+            text.contains("op.yaml:1:") && text.contains("30s"),
+            "{text}"
+        );
     }
 }

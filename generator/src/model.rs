@@ -17,7 +17,10 @@ use crate::{
 /// Versions are explicit because the crate must build on its own outside this workspace.
 const BASE_DEPENDENCIES: &[(&str, &str)] = &[
     ("futures", r#""0.3.31""#),
-    ("k8s-openapi", r#"{ version = "0.29.0", features = ["latest"] }"#),
+    (
+        "k8s-openapi",
+        r#"{ version = "0.29.0", features = ["latest"] }"#,
+    ),
     (
         "kube",
         r#"{ version = "5.0.0", default-features = false, features = ["client", "derive", "ring", "runtime", "rustls-tls", "unstable-runtime"] }"#,
@@ -36,7 +39,8 @@ const BASE_DEPENDENCIES: &[(&str, &str)] = &[
     ),
 ];
 /// Dev-dependencies of every generated crate: a mock API server for reconcile tests.
-const BASE_DEV_DEPENDENCIES: &[(&str, &str)] = &[("http", r#""1.3.1""#), ("tower-test", r#""0.4.0""#)];
+const BASE_DEV_DEPENDENCIES: &[(&str, &str)] =
+    &[("http", r#""1.3.1""#), ("tower-test", r#""0.4.0""#)];
 const CHRONO: (&str, &str) = (
     "chrono",
     r#"{ version = "0.4.42", default-features = false, features = ["serde"] }"#,
@@ -68,6 +72,8 @@ pub struct Operator {
     pub uses_predicate_combine: bool,
     pub uses_resource_ext: bool,
     pub requeue: Requeue,
+    /// `use` paths for related kinds and what their relations need, sorted and unique.
+    pub related_imports: Vec<String>,
     /// True when cleanup hooks run behind a finalizer (any external relation).
     pub finalizer: bool,
     /// Finalizer name as a Rust literal.
@@ -103,8 +109,10 @@ pub struct Primary {
 #[derive(Debug, Clone, Serialize)]
 pub struct Related {
     pub kind: String,
-    /// Full path of the Rust type (`k8s_openapi::api::core::v1::ConfigMap`).
+    /// Full path of the Rust type (`k8s_openapi::api::core::v1::ConfigMap`), imported once.
     pub rust_path: String,
+    /// The type's name as used after the import (`ConfigMap`).
+    pub rust_name: String,
     pub namespaced: bool,
     /// Snake-case stem for variables and functions (`config_map`).
     pub ident: String,
@@ -121,6 +129,8 @@ pub struct Watched {
     pub rule: String,
     /// Label/annotation key or JSON pointer, as a Rust literal.
     pub key_literal: String,
+    /// Name of the constant holding it (`SECRET_LABEL`).
+    pub key_const: String,
     /// The rule as the manifest wrote it, for docs.
     pub rule_text: String,
 }
@@ -128,6 +138,7 @@ pub struct Watched {
 #[derive(Debug, Clone, Serialize)]
 pub struct External {
     pub name: String,
+    pub name_literal: String,
     pub ident: String,
     pub channel: bool,
     pub interval_secs: u64,
@@ -182,17 +193,28 @@ pub fn analyze(
 
     let mut related_types = Vec::new();
     let mut uses_chrono = types.uses_chrono;
-    let mut resolve = |field: String, kind: &str, crd_given: bool| -> Result<(Related, serde_json::Value)> {
+    let mut resolve = |field: String,
+                       kind: &str,
+                       crd_given: bool|
+     -> Result<(Related, serde_json::Value)> {
         if crd_given {
             let related = related_crds
                 .iter()
                 .find(|r| r.field == field)
-                .ok_or_else(|| bad(&field, "its `crd:` was not loaded (generator bug)".to_owned()))?;
+                .ok_or_else(|| {
+                    bad(
+                        &field,
+                        "its `crd:` was not loaded (generator bug)".to_owned(),
+                    )
+                })?;
             let generated = rust_types::generate(&related.selected)?;
             uses_chrono |= generated.uses_chrono;
             let module = naming::snake_ident(&related.selected.crd.spec.names.kind);
             let rust_path = format!("crate::types::{module}::{}", generated.root);
-            if !related_types.iter().any(|m: &TypesModule| m.module == module) {
+            if !related_types
+                .iter()
+                .any(|m: &TypesModule| m.module == module)
+            {
                 related_types.push(TypesModule {
                     module: module.clone(),
                     code: generated.code,
@@ -209,6 +231,7 @@ pub fn analyze(
                     ident: naming::snake_ident(&kind),
                     kind,
                     rust_path,
+                    rust_name: generated.root,
                     namespaced: related.selected.crd.spec.scope == "Namespaced",
                     builtin: false,
                     skeleton: false,
@@ -227,6 +250,7 @@ pub fn analyze(
             Related {
                 kind: builtin.kind.to_owned(),
                 rust_path: format!("k8s_openapi::{}", builtin.rust_path),
+                rust_name: builtin.kind.to_owned(),
                 namespaced: builtin.namespaced,
                 ident: naming::snake_ident(builtin.kind),
                 builtin: true,
@@ -254,7 +278,8 @@ pub fn analyze(
         let (related, schema) = resolve(field.clone(), &watched.kind, watched.crd.is_some())?;
         let (rule, key, rule_text) = match &watched.map {
             MapRule::Label(key) | MapRule::Annotation(key) => {
-                naming::check_label_key(key).map_err(|reason| bad(&format!("{field}.map"), reason))?;
+                naming::check_label_key(key)
+                    .map_err(|reason| bad(&format!("{field}.map"), reason))?;
                 let rule = if matches!(watched.map, MapRule::Label(_)) {
                     "label"
                 } else {
@@ -269,16 +294,25 @@ pub fn analyze(
                         format!("{path:?} does not exist in {}: {problem}", related.kind),
                     )
                 })?;
-                ("field", naming::json_pointer(path), format!("field `{path}`"))
+                (
+                    "field",
+                    naming::json_pointer(path),
+                    format!("field `{path}`"),
+                )
             }
         };
-        if watches.iter().any(|w: &Watched| w.related.kind == related.kind) {
+        if watches
+            .iter()
+            .any(|w: &Watched| w.related.kind == related.kind)
+        {
             return Err(bad(
                 &format!("{field}.kind"),
                 format!("{} is watched twice; list it once", related.kind),
             ));
         }
+        let suffix = if rule == "field" { "pointer" } else { rule };
         watches.push(Watched {
+            key_const: format!("{}_{suffix}", related.ident).to_uppercase(),
             related,
             rule: rule.to_owned(),
             key_literal: naming::string_literal(&key),
@@ -306,6 +340,7 @@ pub fn analyze(
         let interval_secs = ext.interval.map_or(60, |d| d.as_secs().max(1));
         external.push(External {
             name: ext.name.clone(),
+            name_literal: naming::string_literal(&ext.name),
             ident: naming::snake_ident(&ext.name),
             channel: ext.source == ExternalSource::Channel,
             interval_secs,
@@ -351,6 +386,8 @@ pub fn analyze(
         .map(str::to_owned)
         .collect();
 
+    let related_imports = related_imports(&owns, &watches, &external, &types.root)
+        .map_err(|reason| bad("owns/watches", reason))?;
     let version = primary.version();
     Ok(Operator {
         finalizer_literal: naming::string_literal(&format!("{}/{crate_name}", crd.spec.group)),
@@ -385,6 +422,7 @@ pub fn analyze(
                 .map(|v| v.name.clone())
                 .collect(),
         },
+        related_imports,
         finalizer: !external.is_empty(),
         owns,
         watches,
@@ -404,15 +442,51 @@ pub fn analyze(
 
 /// Field paths into `metadata` are checked against ObjectMeta, since CRD schemas leave
 /// metadata untyped; everything else against the kind's own schema.
-fn check_field_path(schema: &serde_json::Value, path: &str) -> Result<(), schema_path::PathProblem> {
+fn check_field_path(
+    schema: &serde_json::Value,
+    path: &str,
+) -> Result<(), schema_path::PathProblem> {
     match path.split_once('.') {
         Some(("metadata", rest)) => {
             let meta =
-                schemars::schema_for!(k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta).to_value();
+                schemars::schema_for!(k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta)
+                    .to_value();
             schema_path::check_string_field(&meta, rest)
         }
         _ => schema_path::check_string_field(schema, path),
     }
+}
+
+/// The `use` lines controller.rs needs beyond its fixed ones. Related kinds are imported by
+/// name, so two kinds with one name (a CRD called `Secret` beside the built-in) are refused.
+fn related_imports(
+    owns: &[Related],
+    watches: &[Watched],
+    external: &[External],
+    primary: &str,
+) -> Result<Vec<String>, String> {
+    let mut by_name: std::collections::BTreeMap<&str, &str> = std::collections::BTreeMap::new();
+    for related in owns.iter().chain(watches.iter().map(|w| &w.related)) {
+        match by_name.insert(&related.rust_name, &related.rust_path) {
+            Some(other) if other != related.rust_path => {
+                return Err(format!(
+                    "two related kinds are named {}: {other} and {}",
+                    related.rust_name, related.rust_path
+                ));
+            }
+            _ => {}
+        }
+    }
+    if by_name.contains_key(primary) {
+        return Err(format!(
+            "a related kind has the primary's name {primary}; relate the primary to itself is not supported"
+        ));
+    }
+    let mut imports: BTreeSet<String> = by_name.values().map(|path| (*path).to_owned()).collect();
+    if external.iter().any(|e| e.channel) {
+        imports.insert("tokio::sync::mpsc".to_owned());
+    }
+    Ok(imports.into_iter().collect())
 }
 
 /// Merges the manifest's extra dependencies into the generator's, sorted by name. A manifest
@@ -515,7 +589,10 @@ mod tests {
         );
         assert_eq!(operator.watches[0].key_literal, "\"/metadata/name\"");
         assert_eq!(operator.external[0].ident, "rule_registry");
-        assert_eq!(operator.finalizer_literal, "\"example.com/widget-controller\"");
+        assert_eq!(
+            operator.finalizer_literal,
+            "\"example.com/widget-controller\""
+        );
         assert!(operator.finalizer);
     }
 
@@ -543,7 +620,10 @@ mod tests {
     #[test]
     fn bad_names_and_keys_are_refused() {
         assert!(error_of("name: 9lives").contains("field `name`"));
-        assert!(error_of("watches: [{kind: Secret, map: {label: 'not a key'}}]").contains("watches[0].map"));
+        assert!(
+            error_of("watches: [{kind: Secret, map: {label: 'not a key'}}]")
+                .contains("watches[0].map")
+        );
         assert!(error_of("external: [{name: Registry}]").contains("external[0].name"));
         assert!(error_of("external: [{name: a}, {name: a}]").contains("used twice"));
         assert!(error_of("owns: [{kind: Secret}, {kind: secret}]").contains("owned twice"));

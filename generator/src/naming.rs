@@ -6,11 +6,11 @@ use heck::{ToSnakeCase, ToUpperCamelCase};
 
 /// Rust's strict and reserved keywords, which cannot be plain identifiers.
 const KEYWORDS: &[&str] = &[
-    "abstract", "as", "async", "await", "become", "box", "break", "const", "continue", "crate", "do", "dyn",
-    "else", "enum", "extern", "false", "final", "fn", "for", "gen", "if", "impl", "in", "let", "loop",
-    "macro", "match", "mod", "move", "mut", "override", "priv", "pub", "ref", "return", "self", "Self",
-    "static", "struct", "super", "trait", "true", "try", "type", "typeof", "unsafe", "unsized", "use",
-    "virtual", "where", "while", "yield",
+    "abstract", "as", "async", "await", "become", "box", "break", "const", "continue", "crate",
+    "do", "dyn", "else", "enum", "extern", "false", "final", "fn", "for", "gen", "if", "impl",
+    "in", "let", "loop", "macro", "match", "mod", "move", "mut", "override", "priv", "pub", "ref",
+    "return", "self", "Self", "static", "struct", "super", "trait", "true", "try", "type",
+    "typeof", "unsafe", "unsized", "use", "virtual", "where", "while", "yield",
 ];
 
 /// A Rust string literal with the same value as `text`, whatever `text` holds.
@@ -178,6 +178,9 @@ mod tests {
     #[test]
     fn pointers_escape_per_rfc6901() {
         assert_eq!(json_pointer("spec.ruleRef.name"), "/spec/ruleRef/name");
-        assert_eq!(json_pointer("metadata.labels.a/b~c"), "/metadata/labels/a~1b~0c");
+        assert_eq!(
+            json_pointer("metadata.labels.a/b~c"),
+            "/metadata/labels/a~1b~0c"
+        );
     }
 }

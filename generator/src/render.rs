@@ -14,10 +14,11 @@ use crate::{
 /// How a rendered file is checked and what its comments look like.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Format {
-    /// Parsed, then laid out by prettyplease. The module is `#[rustfmt::skip]`, because its
-    /// layout is the generator's, not the user's.
+    /// Parsed, then laid out by prettyplease: kopium's output, which has no layout of its own.
     Rust,
-    /// Parsed to prove it is valid; laid out by the template, which keeps it rustfmt-clean.
+    /// Parsed to prove it is valid, and laid out by the template in rustfmt's style. Generated
+    /// modules are still `#[rustfmt::skip]`, so that a long kind name that would make rustfmt
+    /// wrap a line differently never turns `cargo fmt --check` red.
     RustAsWritten,
     Toml,
     Markdown,
@@ -48,8 +49,8 @@ macro_rules! template {
 const TEMPLATES: &[Template] = &[
     template!("Cargo.toml.tera" => "Cargo.toml", Generated, Toml),
     template!("README.md.tera" => "README.md", Scaffold, Markdown),
-    template!("controller.rs.tera" => "src/controller.rs", Generated, Rust),
-    template!("error.rs.tera" => "src/error.rs", Generated, Rust),
+    template!("controller.rs.tera" => "src/controller.rs", Generated, RustAsWritten),
+    template!("error.rs.tera" => "src/error.rs", Generated, RustAsWritten),
     template!("lib.rs.tera" => "src/lib.rs", Generated, RustAsWritten),
     template!("main.rs.tera" => "src/main.rs", Generated, RustAsWritten),
     template!("reconcile.rs.tera" => "src/reconcile.rs", Scaffold, RustAsWritten),
@@ -73,7 +74,9 @@ pub fn render(operator: &Operator) -> Result<Plan> {
                 .map_err(|e| template_error(template.name, &e))?;
             let body = finish(template, rendered)?;
             let contents = match template.ownership {
-                Ownership::Generated => with_header(template.format, &operator.provenance.command, &body),
+                Ownership::Generated => {
+                    with_header(template.format, &operator.provenance.command, &body)
+                }
                 Ownership::Scaffold => body,
             };
             Ok(PlannedFile {
@@ -161,9 +164,12 @@ fn space_items(code: &str) -> String {
             let indent = |l: &str| l.len() - l.trim_start().len();
             let (p, l) = (prev.trim_start(), line.trim_start());
             let item_follows = indent(prev) == indent(line)
-                && (p.ends_with('}') || p.ends_with(';') || (p.starts_with("//!") && !l.starts_with("//!")))
+                && (p.ends_with('}')
+                    || p.ends_with(';')
+                    || (p.starts_with("//!") && !l.starts_with("//!")))
                 && ITEM_STARTS.iter().any(|start| l.starts_with(start));
-            let use_group = p.starts_with("use ") && (l.starts_with("use ") || l.starts_with("pub use "))
+            let use_group = p.starts_with("use ")
+                && (l.starts_with("use ") || l.starts_with("pub use "))
                 || p.starts_with("pub use ") && l.starts_with("pub use ");
             if item_follows && !use_group {
                 out.push('\n');

@@ -165,9 +165,16 @@ spec:
 
     #[test]
     fn no_status_and_no_chrono_when_the_schema_has_none() {
-        let plain = CRD.replace("                since: { type: date, format: date-time }\n", "");
+        let plain = CRD.replace(
+            "                since: { type: date, format: date-time }\n",
+            "",
+        );
         let plain = plain.replace("      subresources: { status: {} }\n", "");
-        let plain = plain.split("            status:").next().unwrap().to_owned();
+        let plain = plain
+            .split("            status:")
+            .next()
+            .unwrap()
+            .to_owned();
         let types = types_for(&plain).unwrap();
         assert_eq!(types.status, None);
         assert!(!types.uses_chrono);

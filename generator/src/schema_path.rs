@@ -23,7 +23,11 @@ impl std::fmt::Display for PathProblem {
                 write!(f, "`{at}` has no field `{segment}`")
             }
             Self::Missing { at, segment, known } => {
-                write!(f, "`{at}` has no field `{segment}`; it has: {}", known.join(", "))
+                write!(
+                    f,
+                    "`{at}` has no field `{segment}`; it has: {}",
+                    known.join(", ")
+                )
             }
             Self::NotAString { found } => write!(
                 f,
@@ -109,7 +113,10 @@ mod tests {
             "$defs": {"Spec": {"type": "object", "properties": {"target": {"type": ["string", "null"]}, "size": {"type": "integer"}}}}
         });
         assert_eq!(check_string_field(&schema, "spec.target"), Ok(()));
-        assert_eq!(check_string_field(&schema, "metadata.labels.anything"), Ok(()));
+        assert_eq!(
+            check_string_field(&schema, "metadata.labels.anything"),
+            Ok(())
+        );
         assert_eq!(
             check_string_field(&schema, "spec.nope"),
             Err(PathProblem::Missing {

@@ -214,14 +214,18 @@ mod tests {
             scaffold("src/user.rs", "// yours\n"),
         ])
         .unwrap();
-        let first = plan.apply(dir.path(), Mode::Write { force: false }).unwrap();
+        let first = plan
+            .apply(dir.path(), Mode::Write { force: false })
+            .unwrap();
         assert_eq!(first.changed().len(), 2);
         let mtime = std::fs::metadata(dir.path().join("src/a.rs"))
             .unwrap()
             .modified()
             .unwrap();
         std::thread::sleep(std::time::Duration::from_millis(20));
-        let second = plan.apply(dir.path(), Mode::Write { force: false }).unwrap();
+        let second = plan
+            .apply(dir.path(), Mode::Write { force: false })
+            .unwrap();
         assert!(second.changed().is_empty(), "{second}");
         assert_eq!(
             second.to_string(),
@@ -278,7 +282,10 @@ mod tests {
             !dir.path().join("a.rs").exists(),
             "nothing is written when the run refuses"
         );
-        assert_eq!(std::fs::read_to_string(dir.path().join("b.rs")).unwrap(), edited);
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("b.rs")).unwrap(),
+            edited
+        );
 
         plan.apply(dir.path(), Mode::Write { force: true }).unwrap();
         assert!(
@@ -299,7 +306,10 @@ mod tests {
             .unwrap()
             .apply(dir.path(), Mode::Write { force: false })
             .unwrap();
-        assert_eq!(report.files, vec![(PathBuf::from("a.rs"), Outcome::Updated)]);
+        assert_eq!(
+            report.files,
+            vec![(PathBuf::from("a.rs"), Outcome::Updated)]
+        );
     }
 
     #[test]

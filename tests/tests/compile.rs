@@ -30,8 +30,11 @@ fn every_fixture_crate_compiles_without_warnings() {
         member_list.join(", ")
     );
     std::fs::write(scratch.join("Cargo.toml"), manifest).expect("writing the workspace manifest");
-    std::fs::copy(workspace_root().join("Cargo.lock"), scratch.join("Cargo.lock"))
-        .expect("copying Cargo.lock");
+    std::fs::copy(
+        workspace_root().join("Cargo.lock"),
+        scratch.join("Cargo.lock"),
+    )
+    .expect("copying Cargo.lock");
 
     let output = Command::new(env!("CARGO"))
         .args(["check", "--workspace", "--all-targets", "--quiet"])

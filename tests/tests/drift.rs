@@ -31,7 +31,11 @@ fn checked_in_crates_match_the_generator() {
         let (_, report) = job
             .run(Mode::Check)
             .unwrap_or_else(|e| panic!("regenerating {dir}: {e}"));
-        let changed: Vec<String> = report.changed().iter().map(|p| p.display().to_string()).collect();
+        let changed: Vec<String> = report
+            .changed()
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect();
         if !changed.is_empty() {
             stale.push(format!(
                 "{dir} ({}): run `{}` and commit the result",
