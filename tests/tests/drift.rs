@@ -56,3 +56,27 @@ fn the_default_job_is_the_bundled_prometheusrule_crate() {
     assert!(checked_in_crates().contains(&operator_gen::job::DEFAULT_OUT.to_owned()));
     assert_eq!(Job::default().command(), "cargo xtask gen");
 }
+
+#[test]
+fn the_bundled_crd_is_the_upstream_file_byte_for_byte() {
+    use sha2::{Digest, Sha256};
+
+    let root = workspace_root();
+    let bundled = "monitoring.coreos.com/prometheusrules.yaml";
+    let bytes = std::fs::read(root.join("crds").join(bundled)).expect("the bundled CRD");
+    let digest: String = Sha256::digest(&bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    let provenance = std::fs::read_to_string(root.join("../shared/crds/PROVENANCE.tsv"))
+        .expect("../shared/crds/PROVENANCE.tsv beside the checkout");
+    let recorded = provenance
+        .lines()
+        .find(|line| line.starts_with(&format!("{bundled}\t")))
+        .and_then(|line| line.split('\t').next_back())
+        .expect("the bundled CRD is listed in PROVENANCE.tsv");
+    assert_eq!(
+        digest, recorded,
+        "crds/{bundled} differs from the recorded upstream file"
+    );
+}
