@@ -1,5 +1,6 @@
 //! `cargo xtask`: the project's commands, each a thin shell over the `operator-gen` library.
 
+mod corpus;
 mod gen_cmd;
 
 use clap::{Parser, Subcommand};
@@ -15,12 +16,15 @@ struct Cli {
 enum Command {
     /// Generate (or regenerate) an operator crate from a CRD and an operator.yaml.
     Gen(gen_cmd::GenArgs),
+    /// Generate and compile-check an operator for every CRD in a folder.
+    Corpus(corpus::CorpusArgs),
 }
 
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Gen(args) => gen_cmd::run(args),
+        Command::Corpus(args) => corpus::run(args),
     };
     match result {
         Ok(code) => code,

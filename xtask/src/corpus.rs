@@ -1,0 +1,233 @@
+//! `cargo xtask corpus [DIR]`: generate an operator for every CRD in a folder and check that
+//! each compiles, in a few large batches sharing one target directory.
+//!
+//! One crate per CRD, grouped into throwaway workspaces of about `--batch-bytes` of generated
+//! source: one workspace for everything needs more memory than a CI machine has, and one
+//! check per CRD would compile the dependencies' metadata over and over.
+
+use std::{
+    collections::BTreeMap,
+    io::{BufRead, BufReader},
+    path::{Path, PathBuf},
+    process::{Command, ExitCode, Stdio},
+    time::Instant,
+};
+
+use anyhow::{Context as _, bail};
+use operator_gen::{CrdSource, Manifest, Mode, Request, Selection};
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct CorpusArgs {
+    /// Folder of CRDs, one per file, searched one level of subfolders deep.
+    #[arg(default_value = "../shared/crds")]
+    pub dir: PathBuf,
+    /// Where the generated crates and their shared target directory go.
+    #[arg(long, default_value = "target/corpus")]
+    pub out: PathBuf,
+    /// Generated source per batch; about 2 GB of memory per 2.5 MB when checking.
+    #[arg(long, default_value_t = 2_500_000)]
+    pub batch_bytes: u64,
+    /// Only CRDs whose path contains this text.
+    #[arg(long)]
+    pub filter: Option<String>,
+}
+
+/// One CRD's way through the corpus run.
+struct Entry {
+    crd: String,
+    crate_name: String,
+    generated: Result<operator_gen::Plan, String>,
+    compiled: Option<Result<(), String>>,
+}
+
+impl Entry {
+    /// Bytes of Rust source in the generated crate, which is what checking costs.
+    fn rust_bytes(&self) -> Option<u64> {
+        let plan = self.generated.as_ref().ok()?;
+        let rust = plan.files.iter().filter(|f| f.path.extension().is_some_and(|e| e == "rs"));
+        Some(rust.map(|f| f.contents.len() as u64).sum())
+    }
+}
+
+pub fn run(args: CorpusArgs) -> anyhow::Result<ExitCode> {
+    let started = Instant::now();
+    let files = crd_files(&args.dir)?;
+    let files: Vec<PathBuf> = match &args.filter {
+        Some(filter) => files.into_iter().filter(|f| f.display().to_string().contains(filter.as_str())).collect(),
+        None => files,
+    };
+    if files.is_empty() {
+        bail!("no CRD files (*.yaml, *.yml, *.json) under {}", args.dir.display());
+    }
+    for old in std::fs::read_dir(&args.out).into_iter().flatten().flatten() {
+        if old.file_name().to_string_lossy().starts_with("batch-") {
+            std::fs::remove_dir_all(old.path()).with_context(|| format!("clearing {}", old.path().display()))?;
+        }
+    }
+
+    let mut entries = Vec::new();
+    for file in &files {
+        let relative = file.strip_prefix(&args.dir).unwrap_or(file).display().to_string();
+        let crate_name = crate_name_for(&relative);
+        let generated = generate_one(file, &crate_name);
+        entries.push(Entry { crd: relative, crate_name, generated, compiled: None });
+    }
+    let generated_in = started.elapsed();
+
+    let workspace_lock = PathBuf::from("Cargo.lock");
+    for (number, batch) in batches(&entries, args.batch_bytes).into_iter().enumerate() {
+        let workspace = args.out.join(format!("batch-{number}"));
+        for &i in &batch {
+            if let Ok(plan) = &entries[i].generated {
+                plan.apply(&workspace.join(&entries[i].crate_name), Mode::Write { force: true })?;
+            }
+        }
+        let names: Vec<&str> = batch.iter().map(|&i| entries[i].crate_name.as_str()).collect();
+        let batch_started = Instant::now();
+        let results = check_batch(&workspace, &args.out.join("target"), &names, &workspace_lock)?;
+        eprintln!("batch {number}: {} crates checked in {:.0?}", names.len(), batch_started.elapsed());
+        for &i in &batch {
+            let result = results.get(&entries[i].crate_name).cloned().unwrap_or(Ok(()));
+            entries[i].compiled = Some(result);
+        }
+    }
+
+    let mut passed = 0;
+    println!("| CRD | generate | compile | first error |");
+    println!("| --- | --- | --- | --- |");
+    for entry in &entries {
+        let (generate, compile, error) = match (&entry.generated, &entry.compiled) {
+            (Err(e), _) => ("failed", "-", e.clone()),
+            (Ok(_), Some(Err(e))) => ("ok", "failed", e.clone()),
+            (Ok(_), Some(Ok(()))) => {
+                passed += 1;
+                ("ok", "ok", String::new())
+            }
+            (Ok(_), None) => ("ok", "not run", String::new()),
+        };
+        println!("| {} | {generate} | {compile} | {} |", entry.crd, error.replace('|', "\\|"));
+    }
+    eprintln!(
+        "generated in {:.1?}, generated and checked in {:.1?}",
+        generated_in,
+        started.elapsed()
+    );
+    println!("{passed} passed, {} failed", entries.len() - passed);
+    Ok(if passed == entries.len() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+}
+
+fn crd_files(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
+    let mut files = Vec::new();
+    let is_crd = |p: &Path| p.extension().is_some_and(|e| e == "yaml" || e == "yml" || e == "json");
+    for entry in std::fs::read_dir(dir).with_context(|| format!("reading {}", dir.display()))? {
+        let path = entry?.path();
+        if path.is_dir() {
+            for inner in std::fs::read_dir(&path)? {
+                let inner = inner?.path();
+                if is_crd(&inner) {
+                    files.push(inner);
+                }
+            }
+        } else if is_crd(&path) {
+            files.push(path);
+        }
+    }
+    files.sort();
+    Ok(files)
+}
+
+/// `monitoring.coreos.com/prometheusrules.yaml` becomes `c-monitoring-coreos-com-prometheusrules`.
+fn crate_name_for(relative: &str) -> String {
+    let stem = relative.trim_end_matches(".yaml").trim_end_matches(".yml").trim_end_matches(".json");
+    let name: String = stem.chars().map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_lowercase() } else { '-' }).collect();
+    format!("c-{name}")
+}
+
+/// Generates one crate in memory.
+fn generate_one(file: &Path, crate_name: &str) -> Result<operator_gen::Plan, String> {
+    let request = Request {
+        manifest: Manifest { name: Some(crate_name.to_owned()), ..Manifest::default() },
+        manifest_path: None,
+        crd: Some(CrdSource::File(file.to_owned())),
+        selection: Selection::default(),
+        command: format!("cargo xtask corpus --filter {}", file.display()),
+    };
+    operator_gen::generate(&request).map(|generated| generated.plan).map_err(|e| e.to_string())
+}
+
+/// Groups generated crates into batches of about `limit` bytes of source, keeping order.
+fn batches(entries: &[Entry], limit: u64) -> Vec<Vec<usize>> {
+    let mut batches: Vec<Vec<usize>> = Vec::new();
+    let mut size = 0;
+    for (i, entry) in entries.iter().enumerate() {
+        let Some(bytes) = entry.rust_bytes() else { continue };
+        if batches.is_empty() || (size + bytes > limit && size > 0) {
+            batches.push(Vec::new());
+            size = 0;
+        }
+        size += bytes;
+        batches.last_mut().expect("a batch was just pushed").push(i);
+    }
+    batches
+}
+
+/// Checks one batch as a workspace; returns the first error of each crate that failed.
+fn check_batch(
+    workspace: &Path,
+    target: &Path,
+    names: &[&str],
+    lock: &Path,
+) -> anyhow::Result<BTreeMap<String, Result<(), String>>> {
+    let members: Vec<String> = names.iter().map(|n| format!("\"{n}\"")).collect();
+    std::fs::write(
+        workspace.join("Cargo.toml"),
+        format!("[workspace]\nresolver = \"3\"\nmembers = [{}]\n", members.join(", ")),
+    )?;
+    if lock.exists() {
+        std::fs::copy(lock, workspace.join("Cargo.lock"))?;
+    }
+    let target = std::path::absolute(target)?;
+    let stderr_path = workspace.join("cargo-check.stderr");
+    let stderr = std::fs::File::create(&stderr_path)?;
+    let mut child = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned()))
+        .args(["check", "--workspace", "--message-format=json", "--quiet"])
+        .current_dir(&workspace)
+        .env("CARGO_TARGET_DIR", target)
+        .stdout(Stdio::piped())
+        .stderr(stderr)
+        .spawn()
+        .context("running cargo check")?;
+    let mut results = BTreeMap::new();
+    let stdout = child.stdout.take().context("cargo check's output")?;
+    for line in BufReader::new(stdout).lines() {
+        let Ok(message) = serde_json::from_str::<serde_json::Value>(&line?) else { continue };
+        if message["reason"] != "compiler-message" || message["message"]["level"] != "error" {
+            continue;
+        }
+        let Some(package) = package_name(&message["package_id"]) else { continue };
+        let text = message["message"]["rendered"].as_str().unwrap_or("error").lines().take(2).collect::<Vec<_>>().join(" ");
+        results.entry(package).or_insert(Err(text));
+    }
+    let status = child.wait()?;
+    if !status.success() && results.is_empty() {
+        // cargo itself failed (a manifest, the lock file): every crate in the batch is unproven.
+        let log = std::fs::read_to_string(&stderr_path).unwrap_or_default();
+        let reason = log.lines().find(|l| l.starts_with("error")).unwrap_or("cargo check failed").to_owned();
+        for name in names {
+            results.insert((*name).to_owned(), Err(reason.clone()));
+        }
+    }
+    Ok(results)
+}
+
+/// The package name in a cargo package id (`path+file:///…/crates/c-x#c-x@0.1.0` or older forms).
+fn package_name(id: &serde_json::Value) -> Option<String> {
+    let id = id.as_str()?;
+    let after_hash = id.rsplit('#').next()?;
+    let name = after_hash.split('@').next()?;
+    if name.contains('/') || name.chars().next()?.is_ascii_digit() {
+        // `…/crates/c-x#0.1.0`: the name is the last path segment.
+        return id.split('#').next()?.rsplit('/').next().map(str::to_owned);
+    }
+    Some(name.to_owned())
+}
