@@ -153,6 +153,80 @@ fn describe(value: &serde_yaml::Value) -> &'static str {
     }
 }
 
+/// Checks the names that end up in generated code and manifests against the rules the API
+/// server enforces, so that text in a CRD can only ever be a name, never code.
+fn check_names(origin: &str, crd: &CustomResourceDefinition) -> Result<()> {
+    let dns_label = |s: &str| {
+        !s.is_empty()
+            && s.len() <= 63
+            && s.starts_with(|c: char| c.is_ascii_lowercase())
+            && !s.ends_with('-')
+            && s.chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+    };
+    let subdomain = |s: &str| {
+        s.len() <= 253
+            && s.split('.').all(|part| {
+                !part.is_empty()
+                    && part
+                        .chars()
+                        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+                    && !part.starts_with('-')
+                    && !part.ends_with('-')
+            })
+    };
+    let kind_ok = |s: &str| {
+        !s.is_empty()
+            && s.len() <= 63
+            && s.starts_with(|c: char| c.is_ascii_alphabetic())
+            && s.chars().all(|c| c.is_ascii_alphanumeric())
+    };
+    let names = &crd.spec.names;
+    let mut checks: Vec<(String, &str, bool, &str)> = vec![
+        (
+            "spec.names.kind".into(),
+            names.kind.as_str(),
+            kind_ok(&names.kind),
+            "ASCII letters and digits, starting with a letter",
+        ),
+        (
+            "spec.names.plural".into(),
+            names.plural.as_str(),
+            dns_label(&names.plural),
+            "a lowercase DNS label",
+        ),
+        (
+            "spec.group".into(),
+            crd.spec.group.as_str(),
+            subdomain(&crd.spec.group),
+            "a lowercase DNS subdomain",
+        ),
+        (
+            "spec.scope".into(),
+            crd.spec.scope.as_str(),
+            matches!(crd.spec.scope.as_str(), "Namespaced" | "Cluster"),
+            "Namespaced or Cluster",
+        ),
+    ];
+    for (i, version) in crd.spec.versions.iter().enumerate() {
+        checks.push((
+            format!("spec.versions[{i}].name"),
+            &version.name,
+            dns_label(&version.name),
+            "a lowercase DNS label",
+        ));
+    }
+    match checks.into_iter().find(|(_, _, ok, _)| !ok) {
+        None => Ok(()),
+        Some((path, value, _, rule)) => Err(Error::NotACrd {
+            origin: origin.to_owned(),
+            reason: format!(
+                "{path} is {value:?}, which the API server would reject: it must be {rule}"
+            ),
+        }),
+    }
+}
+
 /// The one-line summary of a CRD used when listing choices.
 fn summary(crd: &CustomResourceDefinition) -> String {
     let versions: Vec<&str> = crd.spec.versions.iter().map(|v| v.name.as_str()).collect();
@@ -202,6 +276,7 @@ pub fn select(
             });
         }
     };
+    check_names(origin, &crd)?;
     let crd_name = crd
         .metadata
         .name
@@ -390,6 +465,38 @@ spec:
             .unwrap_err()
             .to_string();
         assert!(err.contains("UTF-8"), "{err}");
+    }
+
+    #[test]
+    fn names_that_could_become_code_are_refused() {
+        let cases = [
+            (
+                CRD.replace("kind: Widget,", "kind: \"Widget\\nfn evil() {}\","),
+                "spec.names.kind",
+            ),
+            (
+                CRD.replace("plural: widgets", "plural: \"widgets */\""),
+                "spec.names.plural",
+            ),
+            (
+                CRD.replace("group: example.com", "group: \"example.com\\\"\""),
+                "spec.group",
+            ),
+            (
+                CRD.replace("- name: v1alpha1", "- name: \"v1 alpha\""),
+                "spec.versions[0].name",
+            ),
+        ];
+        for (crd, path) in cases {
+            let crds = parse_all("h.yaml", crd.as_bytes()).unwrap();
+            let err = select("h.yaml", crds, &Selection::default())
+                .unwrap_err()
+                .to_string();
+            assert!(
+                err.contains(path) && err.contains("API server would reject"),
+                "{err}"
+            );
+        }
     }
 
     #[test]

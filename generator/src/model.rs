@@ -60,6 +60,8 @@ pub struct Operator {
     pub crate_name: String,
     /// The crate name as a Rust path segment (`prometheusrule_controller`).
     pub crate_ident: String,
+    /// The package description, as a TOML string.
+    pub description_toml: String,
     pub provenance: Provenance,
     pub primary: Primary,
     pub owns: Vec<Related>,
@@ -84,8 +86,11 @@ pub struct Operator {
     pub owns_cluster: bool,
     pub dependencies: Vec<Dependency>,
     pub dev_dependencies: Vec<Dependency>,
-    /// kopium output for the primary, then one module per related custom kind.
-    pub types: String,
+    /// Types of every served version of the primary, one module each; the module of the
+    /// version the operator uses is re-exported.
+    pub versions: Vec<TypesModule>,
+    pub selected_module: String,
+    /// One module per related custom kind, holding the version the manifest selected.
     pub related_types: Vec<TypesModule>,
 }
 
@@ -184,6 +189,25 @@ pub fn analyze(
         reason,
     };
     let types = rust_types::generate(primary)?;
+    let mut versions = Vec::new();
+    for (index, version) in primary
+        .crd
+        .spec
+        .versions
+        .iter()
+        .enumerate()
+        .filter(|(_, v)| v.served)
+    {
+        let code = if index == primary.version_index {
+            types.code.clone()
+        } else {
+            rust_types::generate_version(primary, index)?.code
+        };
+        versions.push(TypesModule {
+            module: naming::snake_ident(&version.name),
+            code,
+        });
+    }
     let crd = &primary.crd;
     let crate_name = manifest
         .name
@@ -401,6 +425,10 @@ pub fn analyze(
         owns_namespaced: owns.iter().any(|o| o.namespaced),
         owns_cluster: owns.iter().any(|o| !o.namespaced),
         crate_ident: crate_name.replace('-', "_"),
+        description_toml: naming::toml_string(&format!(
+            "A kube-rs operator for {} ({}/{})",
+            crd.spec.names.kind, crd.spec.group, version.name
+        )),
         crate_name,
         provenance,
         primary: Primary {
@@ -435,7 +463,8 @@ pub fn analyze(
         },
         dependencies,
         dev_dependencies,
-        types: types.code,
+        selected_module: naming::snake_ident(&version.name),
+        versions,
         related_types,
     })
 }
@@ -523,10 +552,9 @@ fn dependency_table(
     Ok(table)
 }
 
-/// A dependency spec as a TOML value. JSON string syntax is valid TOML basic-string syntax, so
-/// serde_json quotes every user-supplied string safely.
+/// A dependency spec as a TOML value, with every user-supplied string quoted.
 fn toml_dependency(spec: &manifest::DependencySpec) -> String {
-    let quote = |text: &str| serde_json::Value::from(text).to_string();
+    let quote = naming::toml_string;
     match spec {
         manifest::DependencySpec::Version(version) => quote(version),
         manifest::DependencySpec::Detailed {
@@ -539,7 +567,8 @@ fn toml_dependency(spec: &manifest::DependencySpec) -> String {
                 parts.push(format!("default-features = {default_features}"));
             }
             if !features.is_empty() {
-                let features: Vec<String> = features.iter().map(|f| quote(f)).collect();
+                let features: Vec<String> =
+                    features.iter().map(String::as_str).map(quote).collect();
                 parts.push(format!("features = [{}]", features.join(", ")));
             }
             format!("{{ {} }}", parts.join(", "))

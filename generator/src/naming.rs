@@ -20,6 +20,12 @@ pub fn string_literal(text: &str) -> String {
     format!("{text:?}")
 }
 
+/// A TOML basic string with the value `text`. JSON string syntax is a subset of TOML's
+/// basic-string syntax, so serde_json's quoting is exact.
+pub fn toml_string(text: &str) -> String {
+    serde_json::Value::from(text).to_string()
+}
+
 /// `snake_case` form of `text` as a safe identifier: keywords get a trailing underscore and
 /// anything that does not start with a letter gets a leading one.
 pub fn snake_ident(text: &str) -> String {
@@ -49,6 +55,100 @@ pub fn snake_ident(text: &str) -> String {
 /// `UpperCamelCase` form, as kopium names a CRD's root type.
 pub fn type_name(kind: &str) -> String {
     kind.to_upper_camel_case()
+}
+
+/// `name`, or `name` with a `Resource` suffix when it would shadow a type the generated code
+/// refers to (a CRD kind called `Option` or `String`).
+pub fn unreserved(name: &str, reserved: &[&str]) -> String {
+    if reserved.contains(&name) {
+        format!("{name}Resource")
+    } else {
+        name.to_owned()
+    }
+}
+
+/// Field identifiers for struct members, in order: snake case, keywords made raw (or given
+/// a trailing `_` where a raw identifier is not allowed), and names that collide after case
+/// conversion (`fooBar` beside `foo_bar`) numbered. Callers add a serde rename whenever the
+/// identifier differs from the property name.
+pub fn field_names(members: &[kopium::Member]) -> Vec<String> {
+    let mut taken = std::collections::BTreeSet::new();
+    members
+        .iter()
+        .map(|member| {
+            let base = field_ident(&member.name);
+            unique(base, &mut taken, |base, n| format!("{base}_{n}"))
+        })
+        .collect()
+}
+
+/// Enum variant identifiers for string enum values: UpperCamelCase, a prefix where the value
+/// does not start with a letter, and numbers for values that collide (`Foo` beside `foo`).
+pub fn variant_names(members: &[kopium::Member]) -> Vec<String> {
+    let mut taken = std::collections::BTreeSet::new();
+    members
+        .iter()
+        .map(|member| {
+            let camel: String = member
+                .name
+                .to_upper_camel_case()
+                .chars()
+                .filter(|c| c.is_ascii_alphanumeric())
+                .collect();
+            let base = match camel.chars().next() {
+                None => "Empty".to_owned(),
+                Some(c) if c.is_ascii_alphabetic() => camel,
+                Some(_) => format!("V{camel}"),
+            };
+            unique(base, &mut taken, |base, n| format!("{base}{n}"))
+        })
+        .collect()
+}
+
+fn unique(
+    base: String,
+    taken: &mut std::collections::BTreeSet<String>,
+    numbered: impl Fn(&str, usize) -> String,
+) -> String {
+    let mut name = base.clone();
+    let mut n = 2;
+    while taken.contains(name.trim_start_matches("r#")) {
+        name = numbered(base.trim_start_matches("r#"), n);
+        n += 1;
+    }
+    taken.insert(name.trim_start_matches("r#").to_owned());
+    name
+}
+
+/// A field identifier for a JSON property name.
+fn field_ident(property: &str) -> String {
+    let snake: String = property
+        .to_snake_case()
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' {
+                c.to_ascii_lowercase()
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    let snake = if snake.is_empty() || snake.chars().all(|c| c == '_') {
+        "field".to_owned()
+    } else {
+        snake
+    };
+    let snake = if snake.starts_with(|c: char| c.is_ascii_digit()) {
+        format!("_{snake}")
+    } else {
+        snake
+    };
+    match snake.as_str() {
+        // Keywords that cannot be raw identifiers.
+        "self" | "super" | "crate" | "_" => format!("{snake}_"),
+        _ if KEYWORDS.contains(&snake.as_str()) => format!("r#{snake}"),
+        _ => snake,
+    }
 }
 
 /// The default crate name for a primary kind: `prometheusrule-controller`.
@@ -173,6 +273,50 @@ mod tests {
         assert!(check_label_key("app").is_ok());
         assert!(check_label_key("Bad Prefix/x").is_err());
         assert!(check_label_key("a/").is_err());
+    }
+
+    fn members(names: &[&str]) -> Vec<kopium::Member> {
+        names
+            .iter()
+            .map(|n| kopium::Member {
+                name: (*n).to_owned(),
+                ..Default::default()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn field_names_are_valid_and_distinct() {
+        let names = field_names(&members(&[
+            "type", "self", "Self", "crate", "fooBar", "foo_bar", "foo-bar", "3d", "", "a b",
+        ]));
+        assert_eq!(
+            names,
+            [
+                "r#type",
+                "self_",
+                "self__2",
+                "crate_",
+                "foo_bar",
+                "foo_bar_2",
+                "foo_bar_3",
+                "_3d",
+                "field",
+                "a_b"
+            ]
+        );
+        for name in names {
+            syn::parse_str::<syn::Ident>(&name).unwrap_or_else(|e| panic!("{name}: {e}"));
+        }
+    }
+
+    #[test]
+    fn variant_names_are_valid_and_distinct() {
+        let names = variant_names(&members(&["Foo", "foo", "FOO", "1", "", "a b", "-", "mod"]));
+        assert_eq!(
+            names,
+            ["Foo", "Foo2", "Foo3", "V1", "Empty", "AB", "Empty2", "Mod"]
+        );
     }
 
     #[test]

@@ -1,113 +1,621 @@
-//! The kopium stage: the CRD schema becomes Rust types, parsed and formatted here so that
-//! output which is not valid Rust fails inside the generator rather than in a user's build.
+//! The kopium stage: a CRD version's schema becomes Rust types.
+//!
+//! kopium's analyzer walks the schema into containers and members; this module lays them out
+//! as Rust itself instead of using kopium's string printer, because every name that comes out
+//! must be decided by [`crate::naming`] (keywords, case collisions, kinds called `Option`,
+//! serde renames as escaped literals) and CRDs that kopium cannot give a root type to (a
+//! schemaless spec, no spec at all) still need one. The result is parsed with syn and laid
+//! out by prettyplease, so output that is not valid Rust fails here, not in a user's build.
 
-use kopium::{Derive, TypeGenerator};
-use syn::{Item, LitStr};
+use std::collections::{BTreeMap, BTreeSet};
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
+    JSONSchemaProps, JSONSchemaPropsOrArray, JSONSchemaPropsOrBool,
+};
+use kopium::{Container, MapType};
 
 use crate::{
     crd_document::SelectedCrd,
     error::{Error, Result},
+    naming,
 };
 
-/// kopium's output for one CRD version, with the facts the rest of the pipeline needs.
+/// Generated types for one CRD version, with the facts the rest of the pipeline needs.
 #[derive(Debug, Clone)]
 pub struct RustTypes {
-    /// Formatted Rust source, without kopium's own banner.
+    /// Formatted Rust source.
     pub code: String,
-    /// Name of the root type carrying `#[derive(CustomResource)]`.
+    /// Name of the root type, the one that implements `kube::Resource`.
     pub root: String,
-    /// Name of the status type, when kopium wired one as a status subresource.
+    /// Name of the status type, when the root carries a typed status.
     pub status: Option<String>,
-    /// Crates the types refer to beyond kube, serde and k8s-openapi.
+    /// Whether the types use chrono (kopium maps `type: date` to chrono types).
     pub uses_chrono: bool,
 }
 
-/// Runs kopium's library on the selected version.
+/// Generates the types of the selected version of `selected`.
 pub fn generate(selected: &SelectedCrd) -> Result<RustTypes> {
-    let version = selected.version().name.clone();
+    generate_version(selected, selected.version_index)
+}
+
+/// Generates the types of `selected.crd.spec.versions[index]`.
+pub fn generate_version(selected: &SelectedCrd, index: usize) -> Result<RustTypes> {
+    let crd = &selected.crd;
+    let version = &crd.spec.versions[index];
     let fail = |reason: String| Error::Kopium {
         origin: selected.origin.clone(),
         crd: selected.name().to_owned(),
-        version: version.clone(),
+        version: version.name.clone(),
         reason,
     };
-    let generator = TypeGenerator::builder()
-        .api_version(Some(version.clone()))
-        .emit_docs(true)
-        .derive(Derive::all("PartialEq"))
-        .build();
-    let raw = generator
-        .generate_rust_types_for(&selected.crd, None::<&str>)
+    let schema = version
+        .schema
+        .as_ref()
+        .and_then(|s| s.open_api_v3_schema.clone())
+        .ok_or_else(|| fail("this version has no openAPIV3Schema".to_owned()))?;
+    let kind = crd.spec.names.kind.clone();
+    let config = kopium::Config {
+        no_condition: false,
+        no_object_reference: false,
+        map: MapType::BTreeMap,
+        relaxed: false,
+    };
+    let schema = normalize(schema);
+    // kopium is a library working on untrusted input; a panic in it must become an error
+    // naming the CRD, not a crash of the generator.
+    let analyzed = std::panic::catch_unwind(|| kopium::analyze(schema, &kind, config))
+        .map_err(|_| fail("kopium panicked on this schema".to_owned()))?
         .map_err(|e| fail(format!("{e:#}")))?;
-    let file = syn::parse_file(&raw).map_err(|e| Error::InvalidRust {
-        file: format!("types for {} {version}", selected.name()),
+    let containers = analyzed.output();
+    let facts = Facts {
+        kind: &kind,
+        group: &crd.spec.group,
+        version: &version.name,
+        plural: &crd.spec.names.plural,
+        namespaced: crd.spec.scope == "Namespaced",
+    };
+    let emitted = emit(&containers, &facts);
+    let file = syn::parse_file(&emitted.code).map_err(|e| Error::InvalidRust {
+        file: format!("types for {} {}", selected.name(), version.name),
         reason: e.to_string(),
     })?;
-    let (root, status) = root_and_status(&file).ok_or_else(|| {
-        fail(
-            "kopium produced no root type with #[derive(CustomResource)]; the schema has no usable spec"
-                .to_owned(),
-        )
-    })?;
     Ok(RustTypes {
-        uses_chrono: uses_crate(&file, "chrono"),
         code: prettyplease::unparse(&file),
-        root,
-        status,
+        root: emitted.root,
+        status: emitted.status,
+        uses_chrono: emitted.uses_chrono,
     })
 }
 
-/// Finds the struct deriving `CustomResource` and reads its `#[kube(...)]` attributes.
-fn root_and_status(file: &syn::File) -> Option<(String, Option<String>)> {
-    file.items.iter().find_map(|item| {
-        let Item::Struct(s) = item else { return None };
-        let mut is_root = false;
-        let mut root_name = None;
-        let mut status = None;
-        for attr in &s.attrs {
-            if attr.path().is_ident("derive") {
-                let _ = attr.parse_nested_meta(|meta| {
-                    is_root |= meta.path.is_ident("CustomResource");
-                    Ok(())
-                });
-            } else if attr.path().is_ident("kube") {
-                let _ = attr.parse_nested_meta(|meta| {
-                    if meta.input.peek(syn::Token![=]) {
-                        let value: LitStr = meta.value()?.parse()?;
-                        if meta.path.is_ident("status") {
-                            status = Some(value.value());
-                        } else if meta.path.is_ident("root")
-                            || (meta.path.is_ident("kind") && root_name.is_none())
-                        {
-                            // `root` names the Rust type when it differs from the kind.
-                            root_name = Some(value.value());
-                        }
-                    }
-                    Ok(())
-                });
+/// Rewrites schema shapes kopium's analyzer rejects into equivalent ones it accepts.
+///
+/// - `enum` on a non-string type (a boolean enum): the type alone says what the field holds.
+/// - non-string values in a string enum (`null` beside `nullable: true`): dropped from the enum.
+/// - an untyped `additionalProperties` with `oneOf`/`anyOf` alternatives: any JSON value.
+fn normalize(mut schema: JSONSchemaProps) -> JSONSchemaProps {
+    normalize_in_place(&mut schema);
+    schema
+}
+
+fn normalize_in_place(schema: &mut JSONSchemaProps) {
+    if let Some(values) = &mut schema.enum_ {
+        if schema.type_.as_deref() == Some("string") {
+            values.retain(|v| v.0.is_string());
+        } else {
+            schema.enum_ = None;
+        }
+    }
+    for child in schema.properties.iter_mut().flat_map(|p| p.values_mut()) {
+        normalize_in_place(child);
+    }
+    if let Some(JSONSchemaPropsOrArray::Schema(items)) = &mut schema.items {
+        normalize_in_place(items);
+    }
+    if let Some(JSONSchemaPropsOrArray::Schemas(items)) = &mut schema.items {
+        items.iter_mut().for_each(normalize_in_place);
+    }
+    for list in [&mut schema.one_of, &mut schema.any_of, &mut schema.all_of]
+        .into_iter()
+        .flatten()
+    {
+        list.iter_mut().for_each(normalize_in_place);
+    }
+    if let Some(JSONSchemaPropsOrBool::Schema(values)) = &mut schema.additional_properties {
+        let untyped_alternatives = values.type_.is_none()
+            && values.properties.is_none()
+            && (values.one_of.is_some() || values.any_of.is_some());
+        if untyped_alternatives {
+            **values = JSONSchemaProps {
+                description: values.description.clone(),
+                x_kubernetes_preserve_unknown_fields: Some(true),
+                ..JSONSchemaProps::default()
+            };
+        } else {
+            normalize_in_place(values);
+        }
+    }
+}
+
+/// What the root type is made of.
+struct Facts<'a> {
+    kind: &'a str,
+    group: &'a str,
+    version: &'a str,
+    plural: &'a str,
+    namespaced: bool,
+}
+
+struct Emitted {
+    code: String,
+    root: String,
+    status: Option<String>,
+    uses_chrono: bool,
+}
+
+/// Types that emitted code refers to by their short name, which a generated type must not
+/// take. Generated types that would are renamed with a suffix.
+const RESERVED: &[&str] = &[
+    "Option",
+    "Some",
+    "None",
+    "Result",
+    "Ok",
+    "Err",
+    "String",
+    "Vec",
+    "Box",
+    "BTreeMap",
+    "HashMap",
+    "Value",
+    "ObjectMeta",
+    "TypeMeta",
+    "Condition",
+    "IntOrString",
+    "ObjectReference",
+    "DateTime",
+    "Utc",
+    "NaiveDate",
+    "Serialize",
+    "Deserialize",
+    "CustomResource",
+    "Clone",
+    "Debug",
+    "PartialEq",
+    "Default",
+    "Send",
+    "Sync",
+    "Sized",
+    "Copy",
+    "Eq",
+    "Fn",
+    "Resource",
+    "Cow",
+];
+
+/// Names of types from outside that members may use, and the import each needs.
+const EXTERNAL_TYPES: &[(&str, Option<&str>)] = &[
+    ("Option", None),
+    ("Vec", None),
+    ("String", None),
+    ("Box", None),
+    ("bool", None),
+    ("i8", None),
+    ("i16", None),
+    ("i32", None),
+    ("i64", None),
+    ("u8", None),
+    ("u16", None),
+    ("u32", None),
+    ("u64", None),
+    ("f32", None),
+    ("f64", None),
+    ("BTreeMap", Some("std::collections::BTreeMap")),
+    ("HashMap", Some("std::collections::HashMap")),
+    (
+        "IntOrString",
+        Some("k8s_openapi::apimachinery::pkg::util::intstr::IntOrString"),
+    ),
+    (
+        "Condition",
+        Some("k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition"),
+    ),
+    (
+        "ObjectReference",
+        Some("k8s_openapi::api::core::v1::ObjectReference"),
+    ),
+    ("DateTime", Some("chrono::DateTime")),
+    ("Utc", Some("chrono::Utc")),
+    ("NaiveDate", Some("chrono::NaiveDate")),
+];
+
+/// Lays the analyzed containers out as Rust source (unformatted).
+fn emit(containers: &[Container], facts: &Facts) -> Emitted {
+    let names = container_names(containers, facts.kind);
+    let root_name = naming::unreserved(&naming::type_name(facts.kind), RESERVED);
+    let mut imports = BTreeSet::new();
+    let mut items = Vec::new();
+
+    let root = containers.iter().find(|c| c.level == 0);
+    let root_members: Vec<&kopium::Member> =
+        root.map(|r| r.members.iter().collect()).unwrap_or_default();
+    let member_type = |name: &str| {
+        root_members
+            .iter()
+            .find(|m| m.name == name)
+            .map(|m| rewrite_type(&m.type_, &names, &mut BTreeSet::new()))
+    };
+    let spec_container = member_type("spec")
+        .and_then(|t| strip_option(&t).map(str::to_owned).or(Some(t)))
+        .filter(|t| {
+            containers
+                .iter()
+                .any(|c| c.level == 1 && names.get(&c.name) == Some(t))
+        });
+    let status = member_type("status")
+        .map(|t| strip_option(&t).map(str::to_owned).unwrap_or(t))
+        .filter(|t| {
+            containers
+                .iter()
+                .any(|c| names.get(&c.name) == Some(t) && !c.members.is_empty())
+        });
+    let standard_root = root_members.iter().all(|m| {
+        matches!(
+            m.name.as_str(),
+            "apiVersion" | "kind" | "metadata" | "spec" | "status"
+        )
+    });
+
+    let derive_root = spec_container.is_some() && standard_root;
+    for container in containers.iter().filter(|c| c.level > 0) {
+        let name = &names[&container.name];
+        let is_spec = derive_root && spec_container.as_deref() == Some(name.as_str());
+        let mut item = docs(container.docs.as_deref(), "");
+        if is_spec {
+            item.push_str(
+                "#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq)]\n",
+            );
+            item.push_str(&kube_attributes(facts, &root_name, status.as_deref()));
+            imports.insert("kube::CustomResource");
+        } else {
+            item.push_str("#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]\n");
+        }
+        imports.insert("serde::{Deserialize, Serialize}");
+        if container.is_enum {
+            item.push_str(&format!("pub enum {name} {{\n"));
+            for (member, variant) in container
+                .members
+                .iter()
+                .zip(naming::variant_names(&container.members))
+            {
+                item.push_str(&docs(member.docs.as_deref(), "    "));
+                if variant != member.name {
+                    item.push_str(&format!(
+                        "    #[serde(rename = {})]\n",
+                        naming::string_literal(&member.name)
+                    ));
+                }
+                item.push_str(&format!("    {variant},\n"));
+            }
+        } else {
+            item.push_str(&format!("pub struct {name} {{\n"));
+            for (member, field) in container
+                .members
+                .iter()
+                .zip(naming::field_names(&container.members))
+            {
+                item.push_str(&field_code(member, &field, &names, &mut imports));
             }
         }
-        is_root.then(|| root_name.map(|root| (root, status)))?
-    })
+        item.push_str("}\n");
+        items.push(item);
+    }
+
+    if !derive_root {
+        items.push(handwritten_root(
+            facts,
+            &root_name,
+            root,
+            &names,
+            &mut imports,
+        ));
+    }
+
+    let uses_chrono = imports.iter().any(|i| i.starts_with("chrono::"));
+    let mut code = String::new();
+    for import in &imports {
+        code.push_str(&format!("use {import};\n"));
+    }
+    for item in items {
+        code.push('\n');
+        code.push_str(&item);
+    }
+    let status = if derive_root || root_members.iter().any(|m| m.name == "status") {
+        status
+    } else {
+        None
+    };
+    Emitted {
+        code,
+        root: root_name,
+        status,
+        uses_chrono,
+    }
 }
 
-/// Whether any `use` in the file (at any depth) starts with `krate`.
-fn uses_crate(file: &syn::File, krate: &str) -> bool {
-    fn in_items(items: &[Item], krate: &str) -> bool {
-        items.iter().any(|item| match item {
-            Item::Use(u) => match &u.tree {
-                syn::UseTree::Path(p) => p.ident == krate,
-                syn::UseTree::Name(n) => n.ident == krate,
-                _ => false,
-            },
-            Item::Mod(m) => m
-                .content
-                .as_ref()
-                .is_some_and(|(_, items)| in_items(items, krate)),
-            _ => false,
-        })
+/// Final names of the containers: kopium's `{Kind}Spec{Field}` loses its `Spec` where that
+/// stays unique (`PrometheusRuleGroups`), and no name is reserved or taken twice.
+fn container_names(containers: &[Container], kind: &str) -> BTreeMap<String, String> {
+    let kind_name = naming::type_name(kind);
+    let spec_prefix = format!("{kind_name}Spec");
+    let originals: BTreeSet<&str> = containers.iter().map(|c| c.name.as_str()).collect();
+    let mut taken: BTreeSet<String> = BTreeSet::from([naming::unreserved(&kind_name, RESERVED)]);
+    let mut names = BTreeMap::new();
+    for container in containers.iter().filter(|c| c.level > 0) {
+        let original = naming::type_name(&container.name);
+        let trimmed = match original.strip_prefix(&spec_prefix) {
+            Some(rest) if !rest.is_empty() => format!("{kind_name}{rest}"),
+            _ => original.clone(),
+        };
+        let wanted = if trimmed != original && originals.contains(trimmed.as_str()) {
+            original
+        } else {
+            trimmed
+        };
+        let mut name = naming::unreserved(&wanted, RESERVED);
+        let mut n = 2;
+        while taken.contains(&name) {
+            name = format!("{wanted}{n}");
+            n += 1;
+        }
+        taken.insert(name.clone());
+        names.insert(container.name.clone(), name);
     }
-    in_items(&file.items, krate)
+    names
+}
+
+fn kube_attributes(facts: &Facts, root_name: &str, status: Option<&str>) -> String {
+    let lit = |s: &str| naming::string_literal(s);
+    let mut attrs = format!(
+        "#[kube(group = {}, version = {}, kind = {}, plural = {}",
+        lit(facts.group),
+        lit(facts.version),
+        lit(facts.kind),
+        lit(facts.plural)
+    );
+    if root_name != facts.kind {
+        attrs.push_str(&format!(", root = {}", lit(root_name)));
+    }
+    attrs.push_str(")]\n");
+    if facts.namespaced {
+        attrs.push_str("#[kube(namespaced)]\n");
+    }
+    if let Some(status) = status {
+        attrs.push_str(&format!("#[kube(status = {})]\n", lit(status)));
+    }
+    attrs.push_str("#[kube(schema = \"disabled\", derive = \"PartialEq\")]\n");
+    attrs
+}
+
+/// The root type for a CRD whose spec is missing, schemaless or joined by other top-level
+/// fields, which `#[derive(CustomResource)]` cannot express: the real top-level fields and a
+/// hand-written `kube::Resource` impl.
+fn handwritten_root(
+    facts: &Facts,
+    root_name: &str,
+    root: Option<&Container>,
+    names: &BTreeMap<String, String>,
+    imports: &mut BTreeSet<&'static str>,
+) -> String {
+    let members: Vec<&kopium::Member> = root
+        .map(|r| {
+            r.members
+                .iter()
+                .filter(|m| !matches!(m.name.as_str(), "apiVersion" | "kind" | "metadata"))
+                .collect()
+        })
+        .unwrap_or_default();
+    let lit = |s: &str| naming::string_literal(s);
+    let mut code = docs(root.and_then(|r| r.docs.as_deref()), "");
+    code.push_str("#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]\n");
+    code.push_str(&format!("pub struct {root_name} {{\n"));
+    code.push_str(
+        "    /// `apiVersion` and `kind`; set by [`Self::new`], needed for server-side apply.\n",
+    );
+    code.push_str("    #[serde(flatten, default)]\n    pub types: Option<kube::core::TypeMeta>,\n");
+    code.push_str("    #[serde(default)]\n    pub metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,\n");
+    let owned: Vec<kopium::Member> = members.iter().map(|m| copy_member(m)).collect();
+    let fields = naming::field_names(&owned);
+    for (member, field) in owned.iter().zip(&fields) {
+        code.push_str(&field_code(member, field, names, imports));
+    }
+    code.push_str("}\n\n");
+    let all_optional = owned.iter().all(|m| strip_option(&m.type_).is_some());
+    if all_optional {
+        code.push_str(&format!("impl {root_name} {{\n"));
+        code.push_str("    /// An object called `name`, with `apiVersion` and `kind` set.\n");
+        code.push_str("    pub fn new(name: &str) -> Self {\n        Self {\n");
+        code.push_str(&format!(
+            "            types: Some(kube::core::TypeMeta {{ api_version: {}.to_owned(), kind: {}.to_owned() }}),\n",
+            lit(&format!("{}/{}", facts.group, facts.version)),
+            lit(facts.kind)
+        ));
+        code.push_str("            metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta { name: Some(name.to_owned()), ..Default::default() },\n");
+        for field in &fields {
+            code.push_str(&format!("            {field}: None,\n"));
+        }
+        code.push_str("        }\n    }\n}\n\n");
+    }
+    let scope = if facts.namespaced {
+        "NamespaceResourceScope"
+    } else {
+        "ClusterResourceScope"
+    };
+    code.push_str(&format!(
+        "impl kube::Resource for {root_name} {{
+    type DynamicType = ();
+    type Scope = k8s_openapi::{scope};
+
+    fn kind(_: &()) -> std::borrow::Cow<'_, str> {{
+        {}.into()
+    }}
+
+    fn group(_: &()) -> std::borrow::Cow<'_, str> {{
+        {}.into()
+    }}
+
+    fn version(_: &()) -> std::borrow::Cow<'_, str> {{
+        {}.into()
+    }}
+
+    fn plural(_: &()) -> std::borrow::Cow<'_, str> {{
+        {}.into()
+    }}
+
+    fn meta(&self) -> &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {{
+        &self.metadata
+    }}
+
+    fn meta_mut(&mut self) -> &mut k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {{
+        &mut self.metadata
+    }}
+}}
+",
+        lit(facts.kind),
+        lit(facts.group),
+        lit(facts.version),
+        lit(facts.plural)
+    ));
+    imports.insert("serde::{Deserialize, Serialize}");
+    code
+}
+
+fn copy_member(member: &kopium::Member) -> kopium::Member {
+    kopium::Member {
+        name: member.name.clone(),
+        type_: member.type_.clone(),
+        serde_annot: member.serde_annot.clone(),
+        extra_annot: Vec::new(),
+        docs: member.docs.clone(),
+    }
+}
+
+/// One struct field: docs, serde attributes decided here (never copied from kopium, whose
+/// rename strings are not escaped), and the type with container names resolved.
+fn field_code(
+    member: &kopium::Member,
+    field: &str,
+    names: &BTreeMap<String, String>,
+    imports: &mut BTreeSet<&'static str>,
+) -> String {
+    let mut used = BTreeSet::new();
+    let ty = rewrite_type(&member.type_, names, &mut used);
+    for name in used {
+        if let Some((_, Some(path))) = EXTERNAL_TYPES.iter().find(|(n, _)| *n == name) {
+            imports.insert(path);
+        }
+    }
+    let mut serde = Vec::new();
+    if field.trim_start_matches("r#") != member.name {
+        serde.push(format!("rename = {}", naming::string_literal(&member.name)));
+    }
+    if strip_option(&ty).is_some() {
+        serde.push("default".to_owned());
+        serde.push("skip_serializing_if = \"Option::is_none\"".to_owned());
+    } else if member.serde_annot.iter().any(|a| a == "default") && has_default(&ty) {
+        serde.push("default".to_owned());
+    }
+    let mut code = docs(member.docs.as_deref(), "    ");
+    if !serde.is_empty() {
+        code.push_str(&format!("    #[serde({})]\n", serde.join(", ")));
+    }
+    code.push_str(&format!("    pub {field}: {ty},\n"));
+    code
+}
+
+/// Doc comments as `#[doc]` attributes holding escaped literals, one per line.
+fn docs(text: Option<&str>, indent: &str) -> String {
+    let Some(text) = text.filter(|t| !t.trim().is_empty()) else {
+        return String::new();
+    };
+    text.lines()
+        .map(|line| {
+            format!(
+                "{indent}#[doc = {}]\n",
+                naming::string_literal(&format!(" {}", line.trim_end()))
+            )
+        })
+        .collect()
+}
+
+/// `Option<T>`'s `T`, if `ty` is an option.
+fn strip_option(ty: &str) -> Option<&str> {
+    ty.strip_prefix("Option<")
+        .and_then(|rest| rest.strip_suffix('>'))
+}
+
+/// Whether `ty` implements `Default`, so `#[serde(default)]` compiles on it.
+fn has_default(ty: &str) -> bool {
+    let head = ty.split('<').next().unwrap_or(ty);
+    matches!(
+        head,
+        "String"
+            | "Vec"
+            | "BTreeMap"
+            | "HashMap"
+            | "bool"
+            | "serde_json::Value"
+            | "i32"
+            | "i64"
+            | "u32"
+            | "u64"
+            | "f32"
+            | "f64"
+    )
+}
+
+/// Rewrites a kopium type string: container names become their final names, references to
+/// types kopium never emitted (nested maps it cannot follow) become `serde_json::Value`, and
+/// every external name used is recorded in `used`.
+fn rewrite_type(ty: &str, names: &BTreeMap<String, String>, used: &mut BTreeSet<String>) -> String {
+    let Ok(mut parsed) = syn::parse_str::<syn::Type>(ty) else {
+        return "serde_json::Value".to_owned();
+    };
+    rewrite(&mut parsed, names, used);
+    quote::ToTokens::to_token_stream(&parsed)
+        .to_string()
+        .replace(" < ", "<")
+        .replace(" >", ">")
+        .replace(" ,", ",")
+        .replace(" :: ", "::")
+}
+
+fn rewrite(ty: &mut syn::Type, names: &BTreeMap<String, String>, used: &mut BTreeSet<String>) {
+    let syn::Type::Path(path) = ty else {
+        *ty = syn::parse_quote!(serde_json::Value);
+        return;
+    };
+    if path.path.segments.len() > 1 {
+        return; // fully qualified by kopium, such as serde_json::Value
+    }
+    let Some(segment) = path.path.segments.last_mut() else {
+        return;
+    };
+    let ident = segment.ident.to_string();
+    if let Some(name) = names.get(&ident) {
+        segment.ident = syn::Ident::new(name, segment.ident.span());
+    } else if EXTERNAL_TYPES.iter().any(|(n, _)| *n == ident) {
+        used.insert(ident);
+    } else {
+        *ty = syn::parse_quote!(serde_json::Value);
+        return;
+    }
+    if let syn::PathArguments::AngleBracketed(args) = &mut segment.arguments {
+        for arg in &mut args.args {
+            if let syn::GenericArgument::Type(inner) = arg {
+                rewrite(inner, names, used);
+            }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -178,5 +686,78 @@ spec:
         let types = types_for(&plain).unwrap();
         assert_eq!(types.status, None);
         assert!(!types.uses_chrono);
+    }
+
+    #[test]
+    fn a_schemaless_spec_gets_a_handwritten_root() {
+        let schemaless = CRD.replace(
+            "            spec:\n              type: object\n",
+            "            spec:\n              x-kubernetes-preserve-unknown-fields: true\n              type: object\n",
+        );
+        let schemaless = schemaless.replace(
+            "              properties:\n                size: { type: integer }\n                since: { type: date, format: date-time }\n",
+            "",
+        );
+        let types = types_for(&schemaless).unwrap();
+        assert_eq!(types.root, "Widget");
+        assert!(
+            types.code.contains("impl kube::Resource for Widget"),
+            "{}",
+            types.code
+        );
+        // A schemaless `type: object` is a map of anything; the status stays typed.
+        assert!(
+            types
+                .code
+                .contains("pub spec: Option<BTreeMap<String, serde_json::Value>>"),
+            "{}",
+            types.code
+        );
+        assert!(
+            types.code.contains("pub status: Option<WidgetStatus>"),
+            "{}",
+            types.code
+        );
+        assert_eq!(types.status.as_deref(), Some("WidgetStatus"));
+    }
+
+    #[test]
+    fn a_nested_spec_does_not_collide_with_the_root_spec() {
+        let nested = CRD.replace(
+            "                size: { type: integer }\n",
+            "                size: { type: integer }\n                spec: { type: object, properties: { image: { type: string } } }\n",
+        );
+        let types = types_for(&nested).unwrap();
+        assert!(
+            types.code.contains("pub struct WidgetSpec {"),
+            "{}",
+            types.code
+        );
+        assert!(
+            types.code.contains("pub struct WidgetSpecSpec {"),
+            "{}",
+            types.code
+        );
+    }
+
+    #[test]
+    fn boolean_enums_and_untyped_map_values_are_accepted() {
+        let odd = CRD.replace(
+            "                size: { type: integer }\n",
+            "                enabled: { type: boolean, enum: [true] }\n                headers: { type: object, additionalProperties: { oneOf: [{ type: string }, { type: object }] } }\n",
+        );
+        let types = types_for(&odd).unwrap();
+        assert!(
+            types.code.contains("pub enabled: Option<bool>"),
+            "{}",
+            types.code
+        );
+        assert!(
+            types
+                .code
+                .contains("pub headers: Option<BTreeMap<String, serde_json::Value>>"),
+            "{}",
+            types.code
+        );
     }
 }

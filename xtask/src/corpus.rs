@@ -44,7 +44,10 @@ impl Entry {
     /// Bytes of Rust source in the generated crate, which is what checking costs.
     fn rust_bytes(&self) -> Option<u64> {
         let plan = self.generated.as_ref().ok()?;
-        let rust = plan.files.iter().filter(|f| f.path.extension().is_some_and(|e| e == "rs"));
+        let rust = plan
+            .files
+            .iter()
+            .filter(|f| f.path.extension().is_some_and(|e| e == "rs"));
         Some(rust.map(|f| f.contents.len() as u64).sum())
     }
 }
@@ -53,24 +56,40 @@ pub fn run(args: CorpusArgs) -> anyhow::Result<ExitCode> {
     let started = Instant::now();
     let files = crd_files(&args.dir)?;
     let files: Vec<PathBuf> = match &args.filter {
-        Some(filter) => files.into_iter().filter(|f| f.display().to_string().contains(filter.as_str())).collect(),
+        Some(filter) => files
+            .into_iter()
+            .filter(|f| f.display().to_string().contains(filter.as_str()))
+            .collect(),
         None => files,
     };
     if files.is_empty() {
-        bail!("no CRD files (*.yaml, *.yml, *.json) under {}", args.dir.display());
+        bail!(
+            "no CRD files (*.yaml, *.yml, *.json) under {}",
+            args.dir.display()
+        );
     }
     for old in std::fs::read_dir(&args.out).into_iter().flatten().flatten() {
         if old.file_name().to_string_lossy().starts_with("batch-") {
-            std::fs::remove_dir_all(old.path()).with_context(|| format!("clearing {}", old.path().display()))?;
+            std::fs::remove_dir_all(old.path())
+                .with_context(|| format!("clearing {}", old.path().display()))?;
         }
     }
 
     let mut entries = Vec::new();
     for file in &files {
-        let relative = file.strip_prefix(&args.dir).unwrap_or(file).display().to_string();
+        let relative = file
+            .strip_prefix(&args.dir)
+            .unwrap_or(file)
+            .display()
+            .to_string();
         let crate_name = crate_name_for(&relative);
         let generated = generate_one(file, &crate_name);
-        entries.push(Entry { crd: relative, crate_name, generated, compiled: None });
+        entries.push(Entry {
+            crd: relative,
+            crate_name,
+            generated,
+            compiled: None,
+        });
     }
     let generated_in = started.elapsed();
 
@@ -79,15 +98,33 @@ pub fn run(args: CorpusArgs) -> anyhow::Result<ExitCode> {
         let workspace = args.out.join(format!("batch-{number}"));
         for &i in &batch {
             if let Ok(plan) = &entries[i].generated {
-                plan.apply(&workspace.join(&entries[i].crate_name), Mode::Write { force: true })?;
+                plan.apply(
+                    &workspace.join(&entries[i].crate_name),
+                    Mode::Write { force: true },
+                )?;
             }
         }
-        let names: Vec<&str> = batch.iter().map(|&i| entries[i].crate_name.as_str()).collect();
+        let names: Vec<&str> = batch
+            .iter()
+            .map(|&i| entries[i].crate_name.as_str())
+            .collect();
         let batch_started = Instant::now();
-        let results = check_batch(&workspace, &args.out.join("target"), &names, &workspace_lock)?;
-        eprintln!("batch {number}: {} crates checked in {:.0?}", names.len(), batch_started.elapsed());
+        let results = check_batch(
+            &workspace,
+            &args.out.join("target"),
+            &names,
+            &workspace_lock,
+        )?;
+        eprintln!(
+            "batch {number}: {} crates checked in {:.0?}",
+            names.len(),
+            batch_started.elapsed()
+        );
         for &i in &batch {
-            let result = results.get(&entries[i].crate_name).cloned().unwrap_or(Ok(()));
+            let result = results
+                .get(&entries[i].crate_name)
+                .cloned()
+                .unwrap_or(Ok(()));
             entries[i].compiled = Some(result);
         }
     }
@@ -105,7 +142,11 @@ pub fn run(args: CorpusArgs) -> anyhow::Result<ExitCode> {
             }
             (Ok(_), None) => ("ok", "not run", String::new()),
         };
-        println!("| {} | {generate} | {compile} | {} |", entry.crd, error.replace('|', "\\|"));
+        println!(
+            "| {} | {generate} | {compile} | {} |",
+            entry.crd,
+            error.replace('|', "\\|")
+        );
     }
     eprintln!(
         "generated in {:.1?}, generated and checked in {:.1?}",
@@ -113,12 +154,19 @@ pub fn run(args: CorpusArgs) -> anyhow::Result<ExitCode> {
         started.elapsed()
     );
     println!("{passed} passed, {} failed", entries.len() - passed);
-    Ok(if passed == entries.len() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+    Ok(if passed == entries.len() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
 }
 
 fn crd_files(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
     let mut files = Vec::new();
-    let is_crd = |p: &Path| p.extension().is_some_and(|e| e == "yaml" || e == "yml" || e == "json");
+    let is_crd = |p: &Path| {
+        p.extension()
+            .is_some_and(|e| e == "yaml" || e == "yml" || e == "json")
+    };
     for entry in std::fs::read_dir(dir).with_context(|| format!("reading {}", dir.display()))? {
         let path = entry?.path();
         if path.is_dir() {
@@ -138,21 +186,38 @@ fn crd_files(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
 
 /// `monitoring.coreos.com/prometheusrules.yaml` becomes `c-monitoring-coreos-com-prometheusrules`.
 fn crate_name_for(relative: &str) -> String {
-    let stem = relative.trim_end_matches(".yaml").trim_end_matches(".yml").trim_end_matches(".json");
-    let name: String = stem.chars().map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_lowercase() } else { '-' }).collect();
+    let stem = relative
+        .trim_end_matches(".yaml")
+        .trim_end_matches(".yml")
+        .trim_end_matches(".json");
+    let name: String = stem
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_lowercase()
+            } else {
+                '-'
+            }
+        })
+        .collect();
     format!("c-{name}")
 }
 
 /// Generates one crate in memory.
 fn generate_one(file: &Path, crate_name: &str) -> Result<operator_gen::Plan, String> {
     let request = Request {
-        manifest: Manifest { name: Some(crate_name.to_owned()), ..Manifest::default() },
+        manifest: Manifest {
+            name: Some(crate_name.to_owned()),
+            ..Manifest::default()
+        },
         manifest_path: None,
         crd: Some(CrdSource::File(file.to_owned())),
         selection: Selection::default(),
         command: format!("cargo xtask corpus --filter {}", file.display()),
     };
-    operator_gen::generate(&request).map(|generated| generated.plan).map_err(|e| e.to_string())
+    operator_gen::generate(&request)
+        .map(|generated| generated.plan)
+        .map_err(|e| e.to_string())
 }
 
 /// Groups generated crates into batches of about `limit` bytes of source, keeping order.
@@ -160,7 +225,9 @@ fn batches(entries: &[Entry], limit: u64) -> Vec<Vec<usize>> {
     let mut batches: Vec<Vec<usize>> = Vec::new();
     let mut size = 0;
     for (i, entry) in entries.iter().enumerate() {
-        let Some(bytes) = entry.rust_bytes() else { continue };
+        let Some(bytes) = entry.rust_bytes() else {
+            continue;
+        };
         if batches.is_empty() || (size + bytes > limit && size > 0) {
             batches.push(Vec::new());
             size = 0;
@@ -181,7 +248,10 @@ fn check_batch(
     let members: Vec<String> = names.iter().map(|n| format!("\"{n}\"")).collect();
     std::fs::write(
         workspace.join("Cargo.toml"),
-        format!("[workspace]\nresolver = \"3\"\nmembers = [{}]\n", members.join(", ")),
+        format!(
+            "[workspace]\nresolver = \"3\"\nmembers = [{}]\n",
+            members.join(", ")
+        ),
     )?;
     if lock.exists() {
         std::fs::copy(lock, workspace.join("Cargo.lock"))?;
@@ -200,19 +270,33 @@ fn check_batch(
     let mut results = BTreeMap::new();
     let stdout = child.stdout.take().context("cargo check's output")?;
     for line in BufReader::new(stdout).lines() {
-        let Ok(message) = serde_json::from_str::<serde_json::Value>(&line?) else { continue };
+        let Ok(message) = serde_json::from_str::<serde_json::Value>(&line?) else {
+            continue;
+        };
         if message["reason"] != "compiler-message" || message["message"]["level"] != "error" {
             continue;
         }
-        let Some(package) = package_name(&message["package_id"]) else { continue };
-        let text = message["message"]["rendered"].as_str().unwrap_or("error").lines().take(2).collect::<Vec<_>>().join(" ");
+        let Some(package) = package_name(&message["package_id"]) else {
+            continue;
+        };
+        let text = message["message"]["rendered"]
+            .as_str()
+            .unwrap_or("error")
+            .lines()
+            .take(2)
+            .collect::<Vec<_>>()
+            .join(" ");
         results.entry(package).or_insert(Err(text));
     }
     let status = child.wait()?;
     if !status.success() && results.is_empty() {
         // cargo itself failed (a manifest, the lock file): every crate in the batch is unproven.
         let log = std::fs::read_to_string(&stderr_path).unwrap_or_default();
-        let reason = log.lines().find(|l| l.starts_with("error")).unwrap_or("cargo check failed").to_owned();
+        let reason = log
+            .lines()
+            .find(|l| l.starts_with("error"))
+            .unwrap_or("cargo check failed")
+            .to_owned();
         for name in names {
             results.insert((*name).to_owned(), Err(reason.clone()));
         }
