@@ -410,7 +410,7 @@ pub fn analyze(
         .map(str::to_owned)
         .collect();
 
-    let related_imports = related_imports(&owns, &watches, &external, &types.root)
+    let related_imports = related_imports(&mut owns, &mut watches, &external)
         .map_err(|reason| bad("owns/watches", reason))?;
     let version = primary.version();
     Ok(Operator {
@@ -486,17 +486,48 @@ fn check_field_path(
     }
 }
 
-/// The `use` lines controller.rs needs beyond its fixed ones. Related kinds are imported by
-/// name, so two kinds with one name (a CRD called `Secret` beside the built-in) are refused.
+/// Names controller.rs defines or imports itself; a related kind with one of these names is
+/// imported under an alias (`Controller` becomes `ControllerKind`).
+const CONTROLLER_NAMES: &[&str] = &[
+    "Action",
+    "Api",
+    "Arc",
+    "Client",
+    "Context",
+    "Controller",
+    "Duration",
+    "Error",
+    "HashMap",
+    "Mutex",
+    "ObjectRef",
+    "Predicate",
+    "PredicateConfig",
+    "Primary",
+    "Reconciler",
+    "Resource",
+    "ResourceExt",
+    "Result",
+    "StreamExt",
+    "WatchStreamExt",
+    "mpsc",
+];
+
+/// Gives each related kind the name controller.rs uses for it, and returns the `use` lines
+/// that bring them in, sorted. Two different kinds with one name are refused.
 fn related_imports(
-    owns: &[Related],
-    watches: &[Watched],
+    owns: &mut [Related],
+    watches: &mut [Watched],
     external: &[External],
-    primary: &str,
 ) -> Result<Vec<String>, String> {
-    let mut by_name: std::collections::BTreeMap<&str, &str> = std::collections::BTreeMap::new();
-    for related in owns.iter().chain(watches.iter().map(|w| &w.related)) {
-        match by_name.insert(&related.rust_name, &related.rust_path) {
+    let mut by_name: std::collections::BTreeMap<String, String> = std::collections::BTreeMap::new();
+    for related in owns
+        .iter_mut()
+        .chain(watches.iter_mut().map(|w| &mut w.related))
+    {
+        if CONTROLLER_NAMES.contains(&related.rust_name.as_str()) {
+            related.rust_name = format!("{}Kind", related.rust_name);
+        }
+        match by_name.insert(related.rust_name.clone(), related.rust_path.clone()) {
             Some(other) if other != related.rust_path => {
                 return Err(format!(
                     "two related kinds are named {}: {other} and {}",
@@ -506,12 +537,16 @@ fn related_imports(
             _ => {}
         }
     }
-    if by_name.contains_key(primary) {
-        return Err(format!(
-            "a related kind has the primary's name {primary}; relate the primary to itself is not supported"
-        ));
-    }
-    let mut imports: BTreeSet<String> = by_name.values().map(|path| (*path).to_owned()).collect();
+    let mut imports: BTreeSet<String> = by_name
+        .iter()
+        .map(|(name, path)| {
+            if path.ends_with(&format!("::{name}")) {
+                path.clone()
+            } else {
+                format!("{path} as {name}")
+            }
+        })
+        .collect();
     if external.iter().any(|e| e.channel) {
         imports.insert("tokio::sync::mpsc".to_owned());
     }

@@ -77,7 +77,9 @@ pub fn field_names(members: &[kopium::Member]) -> Vec<String> {
         .iter()
         .map(|member| {
             let base = field_ident(&member.name);
-            unique(base, &mut taken, |base, n| format!("{base}_{n}"))
+            unique(base, &mut taken, |base, n| {
+                format!("{}_{n}", base.trim_end_matches('_'))
+            })
         })
         .collect()
 }
@@ -295,7 +297,7 @@ mod tests {
             [
                 "r#type",
                 "self_",
-                "self__2",
+                "self_2",
                 "crate_",
                 "foo_bar",
                 "foo_bar_2",

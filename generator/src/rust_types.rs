@@ -91,7 +91,8 @@ pub fn generate_version(selected: &SelectedCrd, index: usize) -> Result<RustType
 ///
 /// - `enum` on a non-string type (a boolean enum): the type alone says what the field holds.
 /// - non-string values in a string enum (`null` beside `nullable: true`): dropped from the enum.
-/// - an untyped `additionalProperties` with `oneOf`/`anyOf` alternatives: any JSON value.
+/// - untyped properties, array items or map values listing `oneOf`/`anyOf` alternatives: any
+///   JSON value.
 fn normalize(mut schema: JSONSchemaProps) -> JSONSchemaProps {
     normalize_in_place(&mut schema);
     schema
@@ -106,10 +107,10 @@ fn normalize_in_place(schema: &mut JSONSchemaProps) {
         }
     }
     for child in schema.properties.iter_mut().flat_map(|p| p.values_mut()) {
-        normalize_in_place(child);
+        normalize_element(child);
     }
     if let Some(JSONSchemaPropsOrArray::Schema(items)) = &mut schema.items {
-        normalize_in_place(items);
+        normalize_element(items);
     }
     if let Some(JSONSchemaPropsOrArray::Schemas(items)) = &mut schema.items {
         items.iter_mut().for_each(normalize_in_place);
@@ -121,18 +122,25 @@ fn normalize_in_place(schema: &mut JSONSchemaProps) {
         list.iter_mut().for_each(normalize_in_place);
     }
     if let Some(JSONSchemaPropsOrBool::Schema(values)) = &mut schema.additional_properties {
-        let untyped_alternatives = values.type_.is_none()
-            && values.properties.is_none()
-            && (values.one_of.is_some() || values.any_of.is_some());
-        if untyped_alternatives {
-            **values = JSONSchemaProps {
-                description: values.description.clone(),
-                x_kubernetes_preserve_unknown_fields: Some(true),
-                ..JSONSchemaProps::default()
-            };
-        } else {
-            normalize_in_place(values);
-        }
+        normalize_element(values);
+    }
+}
+
+/// Properties, array items and map values: an untyped schema that only lists `oneOf`/`anyOf`
+/// alternatives (a string or an object) can hold any JSON value, which is what it becomes.
+fn normalize_element(element: &mut JSONSchemaProps) {
+    let untyped_alternatives = element.type_.is_none()
+        && element.properties.is_none()
+        && element.x_kubernetes_int_or_string.is_none()
+        && (element.one_of.is_some() || element.any_of.is_some());
+    if untyped_alternatives {
+        *element = JSONSchemaProps {
+            description: element.description.clone(),
+            x_kubernetes_preserve_unknown_fields: Some(true),
+            ..JSONSchemaProps::default()
+        };
+    } else {
+        normalize_in_place(element);
     }
 }
 

@@ -47,3 +47,169 @@ pub fn generate_fixture(name: &str) -> operator_gen::Result<Generated> {
     };
     operator_gen::generate(&request)
 }
+
+/// What a hostile input must lead to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Expect {
+    /// Correct code, which the compile test builds with the fixtures.
+    Code,
+    /// A clear error whose message contains this text.
+    Error(&'static str),
+}
+
+/// A CRD for kind `kind` whose `spec` (and `status`, when given) use the YAML schemas given,
+/// indented as `openAPIV3Schema.properties` entries.
+pub fn crd_with(kind: &str, properties: &str) -> String {
+    let plural = format!("{}s", kind.to_lowercase());
+    format!(
+        "apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: {plural}.hostile.example.com
+spec:
+  group: hostile.example.com
+  scope: Namespaced
+  names: {{ kind: {kind}, plural: {plural} }}
+  versions:
+    - name: v1
+      served: true
+      storage: true
+      schema:
+        openAPIV3Schema:
+          type: object
+          properties:
+{properties}"
+    )
+}
+
+/// Hostile and malformed CRDs, each with the outcome it must have. Names say what they hold.
+pub fn hostile_cases() -> Vec<(&'static str, Vec<u8>, Expect)> {
+    let spec = |body: &str| {
+        format!("            spec:\n              type: object\n              properties:\n{body}")
+    };
+    let keywords = spec(
+        "                type: { type: string }
+                self: { type: string }
+                Self: { type: string }
+                crate: { type: string }
+                fn: { type: integer }
+                match: { type: boolean }
+                async: { type: string }
+                fooBar: { type: string }
+                foo_bar: { type: string }
+                foo-bar: { type: string }
+                FooBar: { type: string }
+                \"a\\\"b\": { type: string }
+                \"quote\\\")] fn evil() {} #[serde(rename = \\\"x\": { type: string }
+",
+    );
+    let descriptions = "            spec:
+              type: object
+              description: \"Ends a comment */ and a raw string \\\"# and an attribute #[cfg(any())] here.\\n```\\nfn main() { panic!() }\\n```\\n\\n    fn indented() { panic!() }\\n\"
+              properties:
+                field: { type: string, description: \"*/ fn evil() {} /*\" }
+";
+    let enums = spec(
+        "                mode: { type: string, enum: [\"1\", \"a b\", \"\", \"-\", \"Foo\", \"foo\", \"FOO\", \"mod\", \"x\\\"y\"] }
+                flag: { type: boolean, enum: [true] }
+                nullable: { type: string, nullable: true, enum: [\"on\", null] }
+",
+    );
+    let unknown_fields = "            spec:
+              type: object
+              x-kubernetes-preserve-unknown-fields: true
+            status:
+              type: object
+              x-kubernetes-preserve-unknown-fields: true
+";
+    let root_unknown = "            spec: { type: object, properties: { size: { type: integer } } }
+          x-kubernetes-preserve-unknown-fields: true
+";
+    let int_or_string = spec("                port: { x-kubernetes-int-or-string: true }\n");
+    let combinators = spec(
+        "                either:
+                  oneOf: [{ type: string }, { type: integer }]
+                any:
+                  anyOf: [{ type: string }, { type: object }]
+                all:
+                  type: object
+                  allOf: [{ properties: { a: { type: string } } }]
+                  properties: { a: { type: string } }
+",
+    );
+    let maps = spec(
+        "                free: { type: object, additionalProperties: true }
+                strings: { type: object, additionalProperties: { type: string } }
+                objects: { type: object, additionalProperties: { type: object, properties: { x: { type: integer } } } }
+                nested: { type: object, additionalProperties: { type: object, additionalProperties: { type: array, items: { type: string } } } }
+",
+    );
+    let metadata = format!(
+        "            metadata:
+              type: object
+              properties:
+                name: {{ type: string, maxLength: 63 }}
+{}",
+        spec("                size: { type: integer }\n")
+    );
+    let mut deep = String::from("            spec:\n");
+    for depth in 0..200 {
+        let pad = " ".repeat(14 + 2 * depth);
+        deep.push_str(&format!("{pad}type: object\n{pad}properties:\n{pad}  n:\n"));
+    }
+    deep.push_str(&format!("{}type: string\n", " ".repeat(14 + 400)));
+
+    let no_schema = crd_with("Widget", "").replace(
+        "      schema:\n        openAPIV3Schema:\n          type: object\n          properties:\n",
+        "",
+    );
+    let mut huge = crd_with("Widget", &spec("                a: { type: string }\n")).into_bytes();
+    huge.extend(std::iter::repeat_n(b'#', 50 * 1024 * 1024));
+
+    vec![
+        ("empty-file", Vec::new(), Expect::Error("empty")),
+        ("not-yaml", b"{ this: [is not yaml".to_vec(), Expect::Error("not YAML")),
+        ("not-a-crd", b"apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: x}\n".to_vec(), Expect::Error("is a Deployment")),
+        ("crd-without-schema", no_schema.into_bytes(), Expect::Error("openAPIV3Schema")),
+        (
+            "v1beta1-crd",
+            crd_with("Widget", &spec("                a: { type: string }\n"))
+                .replace("apiextensions.k8s.io/v1", "apiextensions.k8s.io/v1beta1")
+                .into_bytes(),
+            Expect::Error("v1beta1"),
+        ),
+        ("file-of-50-mb", huge, Expect::Error("limit")),
+        ("invalid-utf8", b"apiVersion: \xff\xfe\n".to_vec(), Expect::Error("UTF-8")),
+        ("schema-nested-200-deep", crd_with("Deep", &deep).into_bytes(), Expect::Error("recursion limit")),
+        ("keyword-and-colliding-properties", crd_with("Keywords", &keywords).into_bytes(), Expect::Code),
+        ("kind-option", crd_with("Option", &spec("                some: { type: string }\n")).into_bytes(), Expect::Code),
+        ("kind-result", crd_with("Result", &spec("                ok: { type: string }\n")).into_bytes(), Expect::Code),
+        ("kind-string", crd_with("String", &spec("                value: { type: string }\n")).into_bytes(), Expect::Code),
+        ("kind-box", crd_with("Box", &spec("                inner: { type: object, properties: { b: { type: string } } }\n")).into_bytes(), Expect::Code),
+        ("descriptions-with-code", crd_with("Described", descriptions).into_bytes(), Expect::Code),
+        ("enum-values", crd_with("Enums", &enums).into_bytes(), Expect::Code),
+        ("preserve-unknown-spec-and-status", crd_with("Unknown", unknown_fields).into_bytes(), Expect::Code),
+        ("preserve-unknown-root", crd_with("RootUnknown", root_unknown).into_bytes(), Expect::Code),
+        ("int-or-string", crd_with("Ports", &int_or_string).into_bytes(), Expect::Code),
+        ("one-any-all-of", crd_with("Combined", &combinators).into_bytes(), Expect::Code),
+        ("additional-properties", crd_with("Maps", &maps).into_bytes(), Expect::Code),
+        ("metadata-with-schema", crd_with("Named", &metadata).into_bytes(), Expect::Code),
+    ]
+}
+
+/// Generates a hostile case from a file in `dir`, as a user pointing `--crd` at it would.
+pub fn generate_hostile(name: &str, bytes: &[u8], dir: &Path) -> operator_gen::Result<Generated> {
+    let path = dir.join(format!("{name}.yaml"));
+    std::fs::write(&path, bytes).expect("writing the hostile CRD");
+    let request = Request {
+        manifest: Manifest {
+            name: Some(format!("hostile-{name}")),
+            ..Manifest::default()
+        },
+        manifest_path: None,
+        crd: Some(operator_gen::CrdSource::File(path)),
+        selection: Selection::default(),
+        command: format!("cargo xtask gen --crd {name}.yaml"),
+    };
+    operator_gen::generate(&request)
+}

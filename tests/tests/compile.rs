@@ -1,4 +1,5 @@
-//! Every fixture's crate compiles, warning-free, in one batched `cargo check`.
+//! Every fixture's crate, and every hostile input that must give code, compiles warning-free
+//! in one batched `cargo check`.
 //!
 //! The fixtures are written as members of one throwaway workspace, with this workspace's
 //! Cargo.lock, so that dependencies resolve to the versions CI already uses and are checked
@@ -7,7 +8,9 @@
 use std::{path::Path, process::Command};
 
 use operator_gen::Mode;
-use operator_gen_tests::{fixtures, generate_fixture, workspace_root};
+use operator_gen_tests::{
+    Expect, fixtures, generate_fixture, generate_hostile, hostile_cases, workspace_root,
+};
 
 #[test]
 fn every_fixture_crate_compiles_without_warnings() {
@@ -16,13 +19,29 @@ fn every_fixture_crate_compiles_without_warnings() {
     if members.exists() {
         std::fs::remove_dir_all(&members).expect("clearing old fixture crates");
     }
-    let names = fixtures();
-    for name in &names {
-        let generated = generate_fixture(name).unwrap_or_else(|e| panic!("fixture {name}: {e}"));
+    let mut names = Vec::new();
+    for name in fixtures() {
+        let generated = generate_fixture(&name).unwrap_or_else(|e| panic!("fixture {name}: {e}"));
+        let dir = members.join(&name);
         generated
             .plan
-            .apply(&members.join(name), Mode::Write { force: false })
+            .apply(&dir, Mode::Write { force: false })
             .expect("writing the fixture crate");
+        names.push(name);
+    }
+    let inputs = scratch.join("hostile-inputs");
+    std::fs::create_dir_all(&inputs).expect("creating the hostile input folder");
+    for (case, bytes, expect) in hostile_cases() {
+        if expect == Expect::Code {
+            let generated = generate_hostile(case, &bytes, &inputs)
+                .unwrap_or_else(|e| panic!("hostile {case}: {e}"));
+            let name = format!("hostile-{case}");
+            generated
+                .plan
+                .apply(&members.join(&name), Mode::Write { force: false })
+                .expect("writing the crate");
+            names.push(name);
+        }
     }
     let member_list: Vec<String> = names.iter().map(|n| format!("\"crates/{n}\"")).collect();
     let manifest = format!(

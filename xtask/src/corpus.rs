@@ -261,7 +261,7 @@ fn check_batch(
     let stderr = std::fs::File::create(&stderr_path)?;
     let mut child = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned()))
         .args(["check", "--workspace", "--message-format=json", "--quiet"])
-        .current_dir(&workspace)
+        .current_dir(workspace)
         .env("CARGO_TARGET_DIR", target)
         .stdout(Stdio::piped())
         .stderr(stderr)
