@@ -156,30 +156,8 @@ fn describe(value: &serde_yaml::Value) -> &'static str {
 /// Checks the names that end up in generated code and manifests against the rules the API
 /// server enforces, so that text in a CRD can only ever be a name, never code.
 fn check_names(origin: &str, crd: &CustomResourceDefinition) -> Result<()> {
-    let dns_label = |s: &str| {
-        !s.is_empty()
-            && s.len() <= 63
-            && s.starts_with(|c: char| c.is_ascii_lowercase())
-            && !s.ends_with('-')
-            && s.chars()
-                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
-    };
-    let subdomain = |s: &str| {
-        s.len() <= 253
-            && s.split('.').all(|part| {
-                !part.is_empty()
-                    && part
-                        .chars()
-                        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
-                    && !part.starts_with('-')
-                    && !part.ends_with('-')
-            })
-    };
-    let kind_ok = |s: &str| {
-        !s.is_empty()
-            && s.len() <= 63
-            && s.starts_with(|c: char| c.is_ascii_alphabetic())
-            && s.chars().all(|c| c.is_ascii_alphanumeric())
+    use crate::naming::{
+        is_dns_label as dns_label, is_dns_subdomain as subdomain, is_kind as kind_ok,
     };
     let names = &crd.spec.names;
     let mut checks: Vec<(String, &str, bool, &str)> = vec![

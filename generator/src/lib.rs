@@ -19,6 +19,7 @@ pub mod model;
 pub mod naming;
 pub mod render;
 pub mod rust_types;
+pub mod scaffold;
 pub mod schema_path;
 pub mod write_plan;
 
@@ -104,20 +105,8 @@ pub fn load(source: &CrdSource, selection: &Selection) -> Result<SelectedCrd> {
 
 /// Reads every input the request names and renders the crate in memory.
 pub fn generate(request: &Request) -> Result<Generated> {
-    let selection = Selection {
-        crd: request
-            .selection
-            .crd
-            .clone()
-            .or_else(|| request.manifest.primary.kind.clone()),
-        version: request
-            .selection
-            .version
-            .clone()
-            .or_else(|| request.manifest.primary.version.clone()),
-    };
-    let primary = load(&request.primary_source()?, &selection)?;
     let manifest = &request.manifest;
+    let input = primary_input(request)?;
     let named = manifest
         .owns
         .iter()
@@ -150,12 +139,85 @@ pub fn generate(request: &Request) -> Result<Generated> {
     let operator = model::analyze(
         &request.manifest_origin(),
         manifest,
-        &primary,
+        &input,
         &related,
         provenance,
     )?;
     let plan = render::render(&operator)?;
     Ok(Generated { plan, operator })
+}
+
+/// Resolves the manifest's `primary` (and the command line's overrides) to one archetype.
+fn primary_input(request: &Request) -> Result<model::PrimaryInput> {
+    let primary = &request.manifest.primary;
+    let bad = |field: &str, reason: String| Error::Manifest {
+        location: format!("{}: field `primary.{field}`", request.manifest_origin()),
+        reason,
+    };
+    let has_crd = request.crd.is_some() || primary.crd.is_some();
+    let chosen = [
+        has_crd,
+        primary.builtin.is_some(),
+        primary.derive.is_some(),
+        primary.generic.is_some(),
+    ];
+    if chosen.iter().filter(|c| **c).count() > 1 {
+        return Err(bad(
+            "crd",
+            "give one of `crd`, `builtin`, `derive` and `generic`".to_owned(),
+        ));
+    }
+    if primary.dynamic && !has_crd {
+        return Err(bad(
+            "dynamic",
+            "a dynamic operator needs `crd:` to describe its resource".to_owned(),
+        ));
+    }
+    let builtin = |field: &str, kind: &str| {
+        k8s_catalog::find(kind).ok_or_else(|| {
+            let known: Vec<&str> = k8s_catalog::all().iter().map(|k| k.kind).collect();
+            bad(
+                field,
+                format!(
+                    "unknown built-in kind {kind:?}; known kinds: {}",
+                    known.join(", ")
+                ),
+            )
+        })
+    };
+    if let Some(kind) = &primary.builtin {
+        return Ok(model::PrimaryInput::Builtin(builtin("builtin", kind)?));
+    }
+    if let Some(derived) = &primary.derive {
+        return Ok(model::PrimaryInput::Derived(derived.clone()));
+    }
+    if let Some(kinds) = &primary.generic {
+        if kinds.is_empty() {
+            return Err(bad("generic", "list at least one built-in kind".to_owned()));
+        }
+        let kinds = kinds
+            .iter()
+            .map(|k| builtin("generic", k))
+            .collect::<Result<Vec<_>>>()?;
+        return Ok(model::PrimaryInput::Generic(kinds));
+    }
+    let selection = Selection {
+        crd: request
+            .selection
+            .crd
+            .clone()
+            .or_else(|| primary.kind.clone()),
+        version: request
+            .selection
+            .version
+            .clone()
+            .or_else(|| primary.version.clone()),
+    };
+    let selected = load(&request.primary_source()?, &selection)?;
+    Ok(model::PrimaryInput::Crd {
+        selected: Box::new(selected),
+        dynamic: primary.dynamic,
+    })
 }
 
 /// Removes `.` and `dir/..` pairs without touching the filesystem, so paths in messages read

@@ -63,6 +63,28 @@ pub struct Primary {
     pub kind: Option<String>,
     /// Served version; the storage version when absent. `--version` overrides it.
     pub version: Option<String>,
+    /// With `crd`: reconcile `DynamicObject`s described by the CRD instead of generated types.
+    #[serde(default)]
+    pub dynamic: bool,
+    /// A built-in kind (`Deployment`) to reconcile as its k8s-openapi type.
+    pub builtin: Option<String>,
+    /// A custom resource defined in Rust, in `src/types.rs`.
+    pub derive: Option<Derived>,
+    /// Built-in kinds reconciled together on their metadata only.
+    pub generic: Option<Vec<String>>,
+}
+
+/// `primary.derive`: the names of a custom resource defined in Rust.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Derived {
+    pub kind: String,
+    pub group: String,
+    pub version: String,
+    /// Defaults to the lowercase kind with an `s`.
+    pub plural: Option<String>,
+    #[serde(default)]
+    pub namespaced: bool,
 }
 
 /// `owns:` entry, becoming `Controller::owns`.

@@ -41,6 +41,14 @@ const BASE_DEPENDENCIES: &[(&str, &str)] = &[
 /// Dev-dependencies of every generated crate: a mock API server for reconcile tests.
 const BASE_DEV_DEPENDENCIES: &[(&str, &str)] =
     &[("http", r#""1.3.1""#), ("tower-test", r#""0.4.0""#)];
+const DERIVED_DEPENDENCIES: &[(&str, &str)] = &[
+    (
+        "k8s-openapi",
+        r#"{ version = "0.29.0", features = ["latest", "schemars"] }"#,
+    ),
+    ("schemars", r#""1.2.0""#),
+    ("serde_yaml", r#""0.9.34""#),
+];
 const CHRONO: (&str, &str) = (
     "chrono",
     r#"{ version = "0.4.42", default-features = false, features = ["serde"] }"#,
@@ -58,6 +66,9 @@ pub struct Provenance {
 #[derive(Debug, Clone, Serialize)]
 pub struct Operator {
     pub crate_name: String,
+    pub archetype: Archetype,
+    /// For `Generic`: the kinds reconciled; for `Builtin`: the one kind, for its import.
+    pub generic_kinds: Vec<Related>,
     /// The crate name as a Rust path segment (`prometheusrule_controller`).
     pub crate_ident: String,
     /// The package description, as a TOML string.
@@ -97,6 +108,12 @@ pub struct Operator {
 #[derive(Debug, Clone, Serialize)]
 pub struct Primary {
     pub kind: String,
+    /// The names again as Rust literals, for code that spells them out.
+    pub kind_literal: String,
+    pub group_literal: String,
+    pub version_literal: String,
+    pub plural_literal: String,
+    pub api_version_literal: String,
     pub rust_type: String,
     pub group: String,
     pub version: String,
@@ -176,11 +193,218 @@ pub struct RelatedCrd {
     pub selected: SelectedCrd,
 }
 
+/// What the operator reconciles, as read from the manifest and loaded by the caller.
+#[derive(Debug, Clone)]
+pub enum PrimaryInput {
+    /// An imported CRD, with kopium-generated types or, when `dynamic`, as `DynamicObject`.
+    Crd {
+        selected: Box<SelectedCrd>,
+        dynamic: bool,
+    },
+    /// A Kubernetes kind from k8s-openapi.
+    Builtin(k8s_catalog::BuiltinKind),
+    /// A custom resource defined in Rust, in the user's `src/types.rs`.
+    Derived(manifest::Derived),
+    /// Several built-in kinds, reconciled on their metadata only.
+    Generic(Vec<k8s_catalog::BuiltinKind>),
+}
+
+/// The primary's facts, the types modules and the archetype-specific parts of the model.
+struct PrimaryFacts {
+    primary: Primary,
+    archetype: Archetype,
+    versions: Vec<TypesModule>,
+    selected_module: String,
+    uses_chrono: bool,
+    generic_kinds: Vec<Related>,
+}
+
+/// Which shape of operator is generated; see `the-object.txt` in the kube-rs docs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Archetype {
+    Imported,
+    Builtin,
+    Derived,
+    Dynamic,
+    Generic,
+}
+
+fn primary_facts(input: &PrimaryInput) -> Result<PrimaryFacts> {
+    let builtin_related = |b: &k8s_catalog::BuiltinKind| Related {
+        kind: b.kind.to_owned(),
+        rust_path: format!("k8s_openapi::{}", b.rust_path),
+        rust_name: b.kind.to_owned(),
+        namespaced: b.namespaced,
+        ident: naming::snake_ident(b.kind),
+        builtin: true,
+        skeleton: b.empty_object_is_valid(),
+    };
+    let plain = |kind: &str,
+                 group: &str,
+                 version: &str,
+                 plural: &str,
+                 namespaced: bool,
+                 rust_type: String| Primary {
+        kind: kind.to_owned(),
+        kind_literal: naming::string_literal(kind),
+        group_literal: naming::string_literal(group),
+        version_literal: naming::string_literal(version),
+        plural_literal: naming::string_literal(plural),
+        api_version_literal: naming::string_literal(&if group.is_empty() {
+            version.to_owned()
+        } else {
+            format!("{group}/{version}")
+        }),
+        rust_type,
+        group: group.to_owned(),
+        version: version.to_owned(),
+        plural: plural.to_owned(),
+        crd_name: if group.is_empty() {
+            plural.to_owned()
+        } else {
+            format!("{plural}.{group}")
+        },
+        namespaced,
+        status_type: None,
+        origin: String::new(),
+        version_defaulted: false,
+        served_versions: vec![version.to_owned()],
+    };
+    Ok(match input {
+        PrimaryInput::Crd { selected, dynamic } => {
+            let crd = &selected.crd;
+            let version = selected.version();
+            let types = if *dynamic {
+                None
+            } else {
+                Some(rust_types::generate(selected)?)
+            };
+            let mut versions = Vec::new();
+            if let Some(types) = &types {
+                for (index, v) in crd
+                    .spec
+                    .versions
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, v)| v.served)
+                {
+                    let code = if index == selected.version_index {
+                        types.code.clone()
+                    } else {
+                        rust_types::generate_version(selected, index)?.code
+                    };
+                    versions.push(TypesModule {
+                        module: naming::snake_ident(&v.name),
+                        code,
+                    });
+                }
+            }
+            let rust_type = types
+                .as_ref()
+                .map_or_else(|| "DynamicObject".to_owned(), |t| t.root.clone());
+            let mut primary = plain(
+                &crd.spec.names.kind,
+                &crd.spec.group,
+                &version.name,
+                &crd.spec.names.plural,
+                crd.spec.scope == "Namespaced",
+                rust_type,
+            );
+            primary.crd_name = selected.name().to_owned();
+            primary.status_type = types.as_ref().and_then(|t| t.status.clone());
+            primary.origin = selected.origin.clone();
+            primary.version_defaulted = selected.defaulted;
+            primary.served_versions = crd
+                .spec
+                .versions
+                .iter()
+                .filter(|v| v.served)
+                .map(|v| v.name.clone())
+                .collect();
+            PrimaryFacts {
+                primary,
+                archetype: if *dynamic {
+                    Archetype::Dynamic
+                } else {
+                    Archetype::Imported
+                },
+                versions,
+                selected_module: naming::snake_ident(&version.name),
+                uses_chrono: types.is_some_and(|t| t.uses_chrono),
+                generic_kinds: Vec::new(),
+            }
+        }
+        PrimaryInput::Builtin(b) => PrimaryFacts {
+            primary: plain(
+                b.kind,
+                b.group,
+                b.version,
+                b.plural,
+                b.namespaced,
+                b.kind.to_owned(),
+            ),
+            archetype: Archetype::Builtin,
+            versions: Vec::new(),
+            selected_module: String::new(),
+            uses_chrono: false,
+            generic_kinds: vec![builtin_related(b)],
+        },
+        PrimaryInput::Derived(d) => {
+            let plural = d
+                .plural
+                .clone()
+                .unwrap_or_else(|| format!("{}s", d.kind.to_lowercase()));
+            naming::check_kube_names(&d.kind, &d.group, &d.version, &plural).map_err(|reason| {
+                Error::Manifest {
+                    location: "operator.yaml: field `primary.derive`".to_owned(),
+                    reason,
+                }
+            })?;
+            let mut primary = plain(
+                &d.kind,
+                &d.group,
+                &d.version,
+                &plural,
+                d.namespaced,
+                naming::type_name(&d.kind),
+            );
+            primary.status_type = Some(format!("{}Status", naming::type_name(&d.kind)));
+            PrimaryFacts {
+                primary,
+                archetype: Archetype::Derived,
+                versions: Vec::new(),
+                selected_module: String::new(),
+                uses_chrono: false,
+                generic_kinds: Vec::new(),
+            }
+        }
+        PrimaryInput::Generic(kinds) => {
+            let names: Vec<&str> = kinds.iter().map(|k| k.kind).collect();
+            let mut primary = plain(&names.join(", "), "", "", "", true, String::new());
+            primary.crd_name = names.join(", ");
+            PrimaryFacts {
+                primary,
+                archetype: Archetype::Generic,
+                versions: Vec::new(),
+                selected_module: String::new(),
+                uses_chrono: false,
+                generic_kinds: {
+                    let mut related: Vec<Related> = kinds.iter().map(builtin_related).collect();
+                    related.sort_by(|a, b| a.rust_name.cmp(&b.rust_name));
+                    related.dedup_by(|a, b| a.rust_name == b.rust_name);
+                    related
+                },
+            }
+        }
+    })
+}
+
 /// Builds the model. Pure: all input has been read already.
 pub fn analyze(
     manifest_origin: &str,
     manifest: &Manifest,
-    primary: &SelectedCrd,
+    input: &PrimaryInput,
     related_crds: &[RelatedCrd],
     provenance: Provenance,
 ) -> Result<Operator> {
@@ -188,35 +412,30 @@ pub fn analyze(
         location: format!("{manifest_origin}: field `{field}`"),
         reason,
     };
-    let types = rust_types::generate(primary)?;
-    let mut versions = Vec::new();
-    for (index, version) in primary
-        .crd
-        .spec
-        .versions
-        .iter()
-        .enumerate()
-        .filter(|(_, v)| v.served)
-    {
-        let code = if index == primary.version_index {
-            types.code.clone()
-        } else {
-            rust_types::generate_version(primary, index)?.code
-        };
-        versions.push(TypesModule {
-            module: naming::snake_ident(&version.name),
-            code,
-        });
+    let facts = primary_facts(input)?;
+    let primary = &facts.primary;
+    let typed = matches!(
+        facts.archetype,
+        Archetype::Imported | Archetype::Builtin | Archetype::Derived
+    );
+    let has_relations =
+        !manifest.owns.is_empty() || !manifest.watches.is_empty() || !manifest.external.is_empty();
+    if !typed && has_relations {
+        return Err(bad(
+            "owns/watches/external",
+            "relations are generated for typed primaries (a CRD, a built-in kind or a derived resource); \
+             dynamic and generic operators take none"
+                .to_owned(),
+        ));
     }
-    let crd = &primary.crd;
-    let crate_name = manifest
-        .name
-        .clone()
-        .unwrap_or_else(|| naming::default_crate_name(&crd.spec.names.kind));
+    let crate_name = manifest.name.clone().unwrap_or_else(|| {
+        naming::default_crate_name(primary.kind.split(',').next().unwrap_or("operator"))
+    });
     naming::check_crate_name(&crate_name).map_err(|reason| bad("name", reason))?;
+    let namespaced = primary.namespaced;
 
     let mut related_types = Vec::new();
-    let mut uses_chrono = types.uses_chrono;
+    let mut uses_chrono = facts.uses_chrono;
     let mut resolve = |field: String,
                        kind: &str,
                        crd_given: bool|
@@ -390,6 +609,12 @@ pub fn analyze(
     if uses_chrono {
         base.push(CHRONO);
     }
+    if facts.archetype == Archetype::Derived {
+        // The CRD is derived from Rust types: schemars for the schema (with k8s-openapi's
+        // schemas for Condition), serde_yaml for the crdgen binary that prints it.
+        base.retain(|(name, _)| *name != "k8s-openapi");
+        base.extend(DERIVED_DEPENDENCIES);
+    }
     let dependencies = dependency_table(&base, &manifest.dependencies, "dependencies", &bad)?;
     let dev_dependencies = dependency_table(
         BASE_DEV_DEPENDENCIES,
@@ -412,44 +637,39 @@ pub fn analyze(
 
     let related_imports = related_imports(&mut owns, &mut watches, &external)
         .map_err(|reason| bad("owns/watches", reason))?;
-    let version = primary.version();
+    // A finalizer is named in the domain of whoever defines the resource: the CRD's group, or
+    // this generator's for built-in kinds, whose groups belong to Kubernetes.
+    let finalizer_group = match facts.archetype {
+        Archetype::Builtin | Archetype::Generic => "operator-gen.kube.rs",
+        _ => primary.group.as_str(),
+    };
+    let description = match facts.archetype {
+        Archetype::Generic => format!("A kube-rs operator for the metadata of {}", primary.kind),
+        _ if primary.group.is_empty() => format!(
+            "A kube-rs operator for {} ({})",
+            primary.kind, primary.version
+        ),
+        _ => format!(
+            "A kube-rs operator for {} ({}/{})",
+            primary.kind, primary.group, primary.version
+        ),
+    };
     Ok(Operator {
-        finalizer_literal: naming::string_literal(&format!("{}/{crate_name}", crd.spec.group)),
+        finalizer_literal: naming::string_literal(&format!("{finalizer_group}/{crate_name}")),
         field_manager_literal: naming::string_literal(&crate_name),
         uses_predicate_combine: predicates.len() > 1,
         uses_resource_ext: owns.iter().any(|o| o.namespaced)
-            || watches
-                .iter()
-                .any(|w| w.rule != "field" || crd.spec.scope == "Namespaced")
-            || (!external.is_empty() && crd.spec.scope == "Namespaced"),
+            || watches.iter().any(|w| w.rule != "field" || namespaced)
+            || (!external.is_empty() && namespaced),
         owns_namespaced: owns.iter().any(|o| o.namespaced),
         owns_cluster: owns.iter().any(|o| !o.namespaced),
         crate_ident: crate_name.replace('-', "_"),
-        description_toml: naming::toml_string(&format!(
-            "A kube-rs operator for {} ({}/{})",
-            crd.spec.names.kind, crd.spec.group, version.name
-        )),
+        description_toml: naming::toml_string(&description),
         crate_name,
         provenance,
-        primary: Primary {
-            kind: crd.spec.names.kind.clone(),
-            rust_type: types.root,
-            group: crd.spec.group.clone(),
-            version: version.name.clone(),
-            plural: crd.spec.names.plural.clone(),
-            crd_name: primary.name().to_owned(),
-            namespaced: crd.spec.scope == "Namespaced",
-            status_type: types.status,
-            origin: primary.origin.clone(),
-            version_defaulted: primary.defaulted,
-            served_versions: crd
-                .spec
-                .versions
-                .iter()
-                .filter(|v| v.served)
-                .map(|v| v.name.clone())
-                .collect(),
-        },
+        archetype: facts.archetype,
+        generic_kinds: facts.generic_kinds,
+        primary: facts.primary,
         related_imports,
         finalizer: !external.is_empty(),
         owns,
@@ -463,8 +683,8 @@ pub fn analyze(
         },
         dependencies,
         dev_dependencies,
-        selected_module: naming::snake_ident(&version.name),
-        versions,
+        selected_module: facts.selected_module,
+        versions: facts.versions,
         related_types,
     })
 }
@@ -630,7 +850,11 @@ mod tests {
             command: "cargo xtask gen".into(),
             generator_version: "0".into(),
         };
-        analyze("operator.yaml", &manifest, &primary, &[], provenance)
+        let input = PrimaryInput::Crd {
+            selected: Box::new(primary),
+            dynamic: false,
+        };
+        analyze("operator.yaml", &manifest, &input, &[], provenance)
     }
 
     fn error_of(manifest: &str) -> String {

@@ -153,6 +153,76 @@ fn field_ident(property: &str) -> String {
     }
 }
 
+/// Whether `s` is a DNS-1035 label, as Kubernetes requires of versions and plurals.
+pub fn is_dns_label(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 63
+        && s.starts_with(|c: char| c.is_ascii_lowercase())
+        && !s.ends_with('-')
+        && s.chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+}
+
+/// Whether `s` is a DNS-1123 subdomain, as Kubernetes requires of API groups.
+pub fn is_dns_subdomain(s: &str) -> bool {
+    s.len() <= 253
+        && s.split('.').all(|part| {
+            !part.is_empty()
+                && part
+                    .chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+                && !part.starts_with('-')
+                && !part.ends_with('-')
+        })
+}
+
+/// Whether `s` can be a kind: ASCII letters and digits, starting with a letter.
+pub fn is_kind(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 63
+        && s.starts_with(|c: char| c.is_ascii_alphabetic())
+        && s.chars().all(|c| c.is_ascii_alphanumeric())
+}
+
+/// Checks the names of a resource defined in Rust the way the API server would.
+pub fn check_kube_names(
+    kind: &str,
+    group: &str,
+    version: &str,
+    plural: &str,
+) -> Result<(), String> {
+    let checks = [
+        (
+            "kind",
+            kind,
+            is_kind(kind),
+            "ASCII letters and digits, starting with a letter",
+        ),
+        (
+            "group",
+            group,
+            is_dns_subdomain(group) && !group.is_empty(),
+            "a lowercase DNS subdomain",
+        ),
+        (
+            "version",
+            version,
+            is_dns_label(version),
+            "a lowercase DNS label",
+        ),
+        (
+            "plural",
+            plural,
+            is_dns_label(plural),
+            "a lowercase DNS label",
+        ),
+    ];
+    match checks.iter().find(|(_, _, ok, _)| !ok) {
+        None => Ok(()),
+        Some((field, value, _, rule)) => Err(format!("{field} {value:?} must be {rule}")),
+    }
+}
+
 /// The default crate name for a primary kind: `prometheusrule-controller`.
 pub fn default_crate_name(kind: &str) -> String {
     format!("{}-controller", kind.to_lowercase())

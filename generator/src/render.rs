@@ -7,7 +7,7 @@ use tera::{Context, Tera};
 
 use crate::{
     error::{Error, Result},
-    model::Operator,
+    model::{Archetype, Operator},
     write_plan::{Ownership, Plan, PlannedFile, checksum_line},
 };
 
@@ -31,43 +31,68 @@ struct Template {
     output: &'static str,
     ownership: Ownership,
     format: Format,
+    /// The archetypes this template is rendered for; empty for all of them.
+    archetypes: &'static [Archetype],
 }
 
 macro_rules! template {
-    ($file:literal => $output:literal, $ownership:ident, $format:ident) => {
+    ($file:literal => $output:literal, $ownership:ident, $format:ident $(, $archetype:ident)*) => {
         Template {
             name: $file,
             source: include_str!(concat!("../../templates/", $file)),
             output: $output,
             ownership: Ownership::$ownership,
             format: Format::$format,
+            archetypes: &[$(Archetype::$archetype),*],
         }
     };
 }
 
-/// The table of every file an operator crate consists of.
+/// The table of every file an operator crate consists of, per archetype.
 const TEMPLATES: &[Template] = &[
     template!("Cargo.toml.tera" => "Cargo.toml", Generated, Toml),
     template!("README.md.tera" => "README.md", Scaffold, Markdown),
-    template!("controller.rs.tera" => "src/controller.rs", Generated, RustAsWritten),
     template!("error.rs.tera" => "src/error.rs", Generated, RustAsWritten),
     template!("lib.rs.tera" => "src/lib.rs", Generated, RustAsWritten),
     template!("main.rs.tera" => "src/main.rs", Generated, RustAsWritten),
-    template!("reconcile.rs.tera" => "src/reconcile.rs", Scaffold, RustAsWritten),
-    template!("types.rs.tera" => "src/types.rs", Generated, Rust),
+    template!("controller.rs.tera" => "src/controller.rs", Generated, RustAsWritten, Imported, Builtin, Derived),
+    template!("controller_dynamic.rs.tera" => "src/controller.rs", Generated, RustAsWritten, Dynamic),
+    template!("controller_generic.rs.tera" => "src/controller.rs", Generated, RustAsWritten, Generic),
+    template!("reconcile.rs.tera" => "src/reconcile.rs", Scaffold, RustAsWritten, Imported, Builtin),
+    template!("reconcile_derived.rs.tera" => "src/reconcile.rs", Scaffold, RustAsWritten, Derived),
+    template!("reconcile_dynamic.rs.tera" => "src/reconcile.rs", Scaffold, RustAsWritten, Dynamic),
+    template!("reconcile_generic.rs.tera" => "src/reconcile.rs", Scaffold, RustAsWritten, Generic),
+    template!("types.rs.tera" => "src/types.rs", Generated, Rust, Imported),
+    template!("types_builtin.rs.tera" => "src/types.rs", Generated, RustAsWritten, Builtin, Generic),
+    template!("types_derived.rs.tera" => "src/types.rs", Scaffold, RustAsWritten, Derived),
+    template!("types_dynamic.rs.tera" => "src/types.rs", Generated, RustAsWritten, Dynamic),
+    template!("crdgen.rs.tera" => "src/bin/crdgen.rs", Generated, RustAsWritten, Derived),
 ];
+
+/// Templates that others include.
+const PARTIALS: &[(&str, &str)] = &[(
+    "_policy.rs.tera",
+    include_str!("../../templates/_policy.rs.tera"),
+)];
 
 /// Renders every template for `operator` into a plan.
 pub fn render(operator: &Operator) -> Result<Plan> {
     let mut tera = Tera::new();
     tera.autoescape_on(Vec::<&str>::new());
-    for template in TEMPLATES {
-        tera.add_raw_template(template.name, template.source)
-            .map_err(|e| template_error(template.name, &e))?;
+    let all = PARTIALS
+        .iter()
+        .copied()
+        .chain(TEMPLATES.iter().map(|t| (t.name, t.source)));
+    for (name, source) in all {
+        tera.add_raw_template(name, source)
+            .map_err(|e| template_error(name, &e))?;
     }
     let context = Context::from_serialize(operator).map_err(|e| template_error("model", &e))?;
     let files = TEMPLATES
         .iter()
+        .filter(|template| {
+            template.archetypes.is_empty() || template.archetypes.contains(&operator.archetype)
+        })
         .map(|template| {
             let rendered = tera
                 .render(template.name, &context)

@@ -172,6 +172,39 @@ impl Plan {
     }
 }
 
+impl Plan {
+    /// Unified diffs of what [`Plan::apply`] would change under `root`: generated files that
+    /// differ, and files that do not exist yet. User-owned files that exist are never shown,
+    /// because they are never written.
+    pub fn diff(&self, root: &Path) -> Result<String> {
+        let mut out = String::new();
+        for file in &self.files {
+            let path = root.join(&file.path);
+            let existing = match std::fs::read_to_string(&path) {
+                Ok(text) => Some(text),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+                Err(source) => return Err(Error::Write { path, source }),
+            };
+            let old = match (&existing, file.ownership) {
+                (Some(_), Ownership::Scaffold) => continue,
+                (Some(text), Ownership::Generated) if *text == file.contents => continue,
+                (Some(text), Ownership::Generated) => text.as_str(),
+                (None, _) => "",
+            };
+            let name = file.path.display().to_string();
+            let diff = similar::TextDiff::from_lines(old, file.contents.as_str());
+            out.push_str(
+                &diff
+                    .unified_diff()
+                    .context_radius(3)
+                    .header(&format!("a/{name}"), &format!("b/{name}"))
+                    .to_string(),
+            );
+        }
+        Ok(out)
+    }
+}
+
 fn write_atomically(path: &Path, contents: &str) -> Result<()> {
     let fail = |source| Error::Write {
         path: path.to_owned(),
@@ -310,6 +343,31 @@ mod tests {
             report.files,
             vec![(PathBuf::from("a.rs"), Outcome::Updated)]
         );
+    }
+
+    #[test]
+    fn diff_shows_changed_generated_files_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let first = Plan::new(vec![
+            generated("a.rs", "one\ntwo\n"),
+            scaffold("u.rs", "mine\n"),
+        ])
+        .unwrap();
+        first
+            .apply(dir.path(), Mode::Write { force: false })
+            .unwrap();
+        assert_eq!(first.diff(dir.path()).unwrap(), "");
+        let second = Plan::new(vec![
+            generated("a.rs", "one\nthree\n"),
+            scaffold("u.rs", "template\n"),
+        ])
+        .unwrap();
+        let diff = second.diff(dir.path()).unwrap();
+        assert!(
+            diff.contains("--- a/a.rs") && diff.contains("-two") && diff.contains("+three"),
+            "{diff}"
+        );
+        assert!(!diff.contains("u.rs"), "{diff}");
     }
 
     #[test]

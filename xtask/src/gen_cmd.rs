@@ -25,6 +25,9 @@ pub struct GenArgs {
     /// Write nothing; exit non-zero when a file would change.
     #[arg(long)]
     pub check: bool,
+    /// Write nothing; print the changes as unified diffs (and exit non-zero if there are any).
+    #[arg(long, conflicts_with = "force")]
+    pub diff: bool,
     /// Overwrite generated files even when they were edited by hand.
     #[arg(long, conflicts_with = "check")]
     pub force: bool,
@@ -39,36 +42,48 @@ pub fn run(args: GenArgs) -> anyhow::Result<ExitCode> {
         manifest: args.manifest,
         out: args.out,
     };
-    let mode = if args.check {
+    let check = args.check || args.diff;
+    let mode = if check {
         Mode::Check
     } else {
         Mode::Write { force: args.force }
     };
+    if args.diff {
+        let generated = operator_gen::generate(&job.request()?)?;
+        let diff = generated.plan.diff(&job.out)?;
+        let _ = std::io::Write::write_all(&mut std::io::stdout().lock(), diff.as_bytes());
+    }
     let (generated, report) = job
         .run(mode)
         .with_context(|| format!("generating {}", job.out.display()))?;
-    let primary = &generated.operator.primary;
-    let version_note = if primary.version_defaulted {
-        "the storage version"
+    let operator = &generated.operator;
+    let primary = &operator.primary;
+    let source = if primary.origin.is_empty() {
+        format!("{:?} operator for {}", operator.archetype, primary.kind)
     } else {
-        "as requested"
+        let note = if primary.version_defaulted {
+            "the storage version"
+        } else {
+            "as requested"
+        };
+        format!(
+            "{} ({}, version {}, {note})",
+            primary.origin, primary.crd_name, primary.version
+        )
     };
     let mut out = format!(
-        "{} {} from {} ({}, version {}, {version_note}) in {} ms: {report}\n",
-        if args.check { "checked" } else { "generated" },
+        "{} {} from {source} in {} ms: {report}\n",
+        if check { "checked" } else { "generated" },
         job.out.display(),
-        primary.origin,
-        primary.crd_name,
-        primary.version,
         started.elapsed().as_millis(),
     );
-    let verb = if args.check { "would change" } else { "wrote" };
+    let verb = if check { "would change" } else { "wrote" };
     for path in report.changed() {
         out.push_str(&format!("  {verb} {}\n", path.display()));
     }
     // A closed pipe (`| head`) is no reason to fail, let alone panic.
     let _ = std::io::Write::write_all(&mut std::io::stdout().lock(), out.as_bytes());
-    if args.check && !report.changed().is_empty() {
+    if check && !report.changed().is_empty() {
         eprintln!(
             "{} is out of date: run `{}` and commit the result",
             job.out.display(),

@@ -2,6 +2,7 @@
 
 mod corpus;
 mod gen_cmd;
+mod new_cmd;
 
 use clap::{Parser, Subcommand};
 
@@ -16,6 +17,8 @@ struct Cli {
 enum Command {
     /// Generate (or regenerate) an operator crate from a CRD and an operator.yaml.
     Gen(gen_cmd::GenArgs),
+    /// Start a new operator crate for one of the object archetypes.
+    New(new_cmd::NewArgs),
     /// Generate and compile-check an operator for every CRD in a folder.
     Corpus(corpus::CorpusArgs),
 }
@@ -25,6 +28,7 @@ fn main() -> std::process::ExitCode {
     let result = match cli.command {
         Command::Gen(args) => gen_cmd::run(args),
         Command::Corpus(args) => corpus::run(args),
+        Command::New(args) => new_cmd::run(args),
     };
     match result {
         Ok(code) => code,

@@ -1,0 +1,277 @@
+//! `cargo xtask new` for every object archetype, and the rules of regenerating a crate a user
+//! has made their own: user files kept byte for byte, drift caught by `--check`, hand edits
+//! to generated files refused, and a new relation that leaves the user's code compiling.
+
+use std::{
+    path::{Path, PathBuf},
+    process::Command,
+};
+
+use operator_gen::{
+    Error, Job, Mode,
+    manifest::Derived,
+    scaffold::{NewOperator, NewPrimary, create},
+};
+use operator_gen_tests::workspace_root;
+
+fn shared_crd(path: &str) -> String {
+    workspace_root()
+        .join("../shared/crds")
+        .join(path)
+        .display()
+        .to_string()
+}
+
+fn imported(dir: &Path) -> NewOperator {
+    NewOperator {
+        dir: dir.to_owned(),
+        name: Some("rules-operator".to_owned()),
+        primary: NewPrimary::Crd {
+            source: shared_crd("monitoring.coreos.com/prometheusrules.yaml"),
+            kind: None,
+            version: None,
+            dynamic: false,
+        },
+    }
+}
+
+/// A folder outside this workspace, as users create operators: cargo would otherwise take
+/// the crates for members of this repository's workspace.
+fn outside_workspace(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join("operator-gen-tests").join(name);
+    if dir.exists() {
+        std::fs::remove_dir_all(&dir).expect("clearing an old test folder");
+    }
+    std::fs::create_dir_all(dir.parent().expect("a parent")).expect("creating the test folder");
+    dir
+}
+
+fn read(path: PathBuf) -> String {
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// Builds every archetype, plus an imported operator whose manifest gained an `owns` after the
+/// user edited its reconcile, and runs their tests, all in one cargo invocation.
+#[test]
+fn every_archetype_builds_and_passes_its_tests_and_survives_a_new_relation() {
+    let root = outside_workspace("archetypes");
+    let archetypes = [
+        ("imported", imported(&root.join("imported")).primary),
+        ("builtin", NewPrimary::Builtin("Deployment".to_owned())),
+        (
+            "derived",
+            NewPrimary::Derived(Derived {
+                kind: "Backup".to_owned(),
+                group: "example.com".to_owned(),
+                version: "v1".to_owned(),
+                plural: None,
+                namespaced: true,
+            }),
+        ),
+        (
+            "dynamic",
+            NewPrimary::Crd {
+                source: shared_crd("cert-manager.io/certificates.yaml"),
+                kind: None,
+                version: None,
+                dynamic: true,
+            },
+        ),
+        (
+            "generic",
+            NewPrimary::Generic(vec![
+                "Deployment".into(),
+                "StatefulSet".into(),
+                "ConfigMap".into(),
+            ]),
+        ),
+    ];
+    let mut members = Vec::new();
+    for (name, primary) in archetypes {
+        let dir = root.join(name);
+        let new = NewOperator {
+            dir: dir.clone(),
+            name: Some(format!("{name}-operator")),
+            primary,
+        };
+        create(&new).unwrap_or_else(|e| panic!("new {name}: {e}"));
+        assert!(dir.join("operator.yaml").exists() && dir.join("src/reconcile.rs").exists());
+        members.push(name.to_owned());
+    }
+    assert!(
+        root.join("derived/src/bin/crdgen.rs").exists(),
+        "a derived operator has crdgen"
+    );
+
+    // A user edits the reconcile, then adds an owned ConfigMap to the manifest.
+    let evolved = root.join("evolved");
+    create(&imported(&evolved)).expect("new imported operator");
+    let reconcile = evolved.join("src/reconcile.rs");
+    let edited = read(reconcile.clone()).replace("reconciling", "reconciling, as the user wrote");
+    std::fs::write(&reconcile, &edited).expect("editing reconcile.rs");
+    let manifest = read(evolved.join("operator.yaml")) + "owns:\n  - kind: ConfigMap\n";
+    std::fs::write(evolved.join("operator.yaml"), manifest).expect("adding a relation");
+    let (_, report) = Job::new(&evolved)
+        .run(Mode::Write { force: false })
+        .expect("regenerating");
+    assert!(
+        report.changed().contains(&Path::new("src/controller.rs")),
+        "{report}"
+    );
+    assert_eq!(read(reconcile), edited, "the user's reconcile is untouched");
+    assert!(read(evolved.join("src/controller.rs")).contains(".owns("));
+    members.push("evolved".to_owned());
+
+    let list: Vec<String> = members.iter().map(|m| format!("\"{m}\"")).collect();
+    let workspace = format!(
+        "[workspace]\nresolver = \"3\"\nmembers = [{}]\n",
+        list.join(", ")
+    );
+    std::fs::write(root.join("Cargo.toml"), workspace).expect("writing the batch workspace");
+    std::fs::copy(workspace_root().join("Cargo.lock"), root.join("Cargo.lock"))
+        .expect("copying Cargo.lock");
+    let output = Command::new(env!("CARGO"))
+        .args(["test", "--workspace", "--quiet"])
+        .current_dir(&root)
+        .env(
+            "CARGO_TARGET_DIR",
+            workspace_root().join("target/scaffold-tests"),
+        )
+        .env("RUSTFLAGS", "-D warnings")
+        .output()
+        .expect("running cargo test");
+    assert!(
+        output.status.success(),
+        "scaffolded operators in {} do not build or pass their tests:\n{}\n{}",
+        root.display(),
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+#[test]
+fn regeneration_keeps_user_files_byte_for_byte() {
+    let dir = outside_workspace("keeps-user-files");
+    create(&imported(&dir)).expect("new operator");
+    let user_files = ["src/reconcile.rs", "README.md", "operator.yaml"];
+    for file in user_files {
+        let mut text = read(dir.join(file));
+        let comment = if file.ends_with(".rs") { "//" } else { "#" };
+        text.push_str(&format!("\n{comment} the user's own line\n"));
+        std::fs::write(dir.join(file), text).expect("editing a user file");
+    }
+    let before: Vec<Vec<u8>> = user_files
+        .iter()
+        .map(|f| std::fs::read(dir.join(f)).unwrap())
+        .collect();
+    let (_, report) = Job::new(&dir)
+        .run(Mode::Write { force: false })
+        .expect("regenerating");
+    assert!(
+        report.changed().is_empty(),
+        "nothing changed, so nothing is written: {report}"
+    );
+    let after: Vec<Vec<u8>> = user_files
+        .iter()
+        .map(|f| std::fs::read(dir.join(f)).unwrap())
+        .collect();
+    assert_eq!(before, after);
+}
+
+#[test]
+fn check_catches_drift_and_diff_shows_it_without_writing() {
+    let dir = outside_workspace("check-drift");
+    create(&imported(&dir)).expect("new operator");
+    let manifest = read(dir.join("operator.yaml")) + "owns:\n  - kind: Secret\n";
+    std::fs::write(dir.join("operator.yaml"), manifest).expect("adding a relation");
+    let controller_before = read(dir.join("src/controller.rs"));
+
+    let job = Job::new(&dir);
+    let (generated, report) = job.run(Mode::Check).expect("checking");
+    assert!(
+        report.changed().contains(&Path::new("src/controller.rs")),
+        "{report}"
+    );
+    let diff = generated.plan.diff(&dir).expect("diffing");
+    assert!(
+        diff.contains("+        .owns(") && diff.contains("--- a/src/controller.rs"),
+        "{diff}"
+    );
+    assert_eq!(
+        read(dir.join("src/controller.rs")),
+        controller_before,
+        "check mode writes nothing"
+    );
+}
+
+#[test]
+fn a_hand_edited_generated_file_is_refused_until_forced() {
+    let dir = outside_workspace("hand-edited");
+    create(&imported(&dir)).expect("new operator");
+    let controller = dir.join("src/controller.rs");
+    let edited = read(controller.clone()) + "\n// a quick fix made in the wrong file\n";
+    std::fs::write(&controller, &edited).expect("editing a generated file");
+
+    let err = Job::new(&dir)
+        .run(Mode::Write { force: false })
+        .expect_err("the edit is refused");
+    assert!(matches!(err, Error::HandEdited { .. }), "{err:?}");
+    let message = err.to_string();
+    assert!(
+        message.contains("src/controller.rs") && message.contains("--force"),
+        "{message}"
+    );
+    assert!(
+        message.contains("src/reconcile.rs"),
+        "it says where the logic belongs: {message}"
+    );
+    assert_eq!(
+        read(controller.clone()),
+        edited,
+        "a refused run writes nothing"
+    );
+
+    Job::new(&dir)
+        .run(Mode::Write { force: true })
+        .expect("forced regeneration");
+    assert!(!read(controller).contains("quick fix"));
+}
+
+#[test]
+fn new_refuses_a_folder_with_files_in_it() {
+    let dir = outside_workspace("occupied");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("notes.txt"), "mine").unwrap();
+    let err = create(&imported(&dir))
+        .expect_err("an occupied folder is refused")
+        .to_string();
+    assert!(
+        err.contains("not empty") && err.contains("cargo xtask gen"),
+        "{err}"
+    );
+    assert_eq!(
+        std::fs::read_dir(&dir).unwrap().count(),
+        1,
+        "nothing was written"
+    );
+}
+
+#[test]
+fn new_with_a_bad_crd_leaves_nothing_behind() {
+    let dir = outside_workspace("bad-crd");
+    let input = std::env::temp_dir().join("operator-gen-tests/not-a-crd.yaml");
+    std::fs::write(&input, "apiVersion: v1\nkind: ConfigMap\n").unwrap();
+    let new = NewOperator {
+        dir: dir.clone(),
+        name: None,
+        primary: NewPrimary::Crd {
+            source: input.display().to_string(),
+            kind: None,
+            version: None,
+            dynamic: false,
+        },
+    };
+    let err = create(&new).expect_err("not a CRD").to_string();
+    assert!(err.contains("is a ConfigMap"), "{err}");
+    assert!(!dir.exists(), "no half-made crate is left");
+}
