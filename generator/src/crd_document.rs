@@ -30,6 +30,11 @@ impl SelectedCrd {
         self.version().schema.as_ref()?.open_api_v3_schema.as_ref()
     }
 
+    /// Names of the versions the CRD serves, in its order.
+    pub fn served_versions(&self) -> Vec<String> {
+        served_versions(&self.crd)
+    }
+
     pub fn name(&self) -> &str {
         self.crd
             .metadata
@@ -205,6 +210,15 @@ fn check_names(origin: &str, crd: &CustomResourceDefinition) -> Result<()> {
     }
 }
 
+fn served_versions(crd: &CustomResourceDefinition) -> Vec<String> {
+    crd.spec
+        .versions
+        .iter()
+        .filter(|v| v.served)
+        .map(|v| v.name.clone())
+        .collect()
+}
+
 /// The one-line summary of a CRD used when listing choices.
 fn summary(crd: &CustomResourceDefinition) -> String {
     let versions: Vec<&str> = crd.spec.versions.iter().map(|v| v.name.as_str()).collect();
@@ -260,13 +274,7 @@ pub fn select(
         .name
         .clone()
         .unwrap_or_else(|| crd.spec.names.plural.clone());
-    let served: Vec<String> = crd
-        .spec
-        .versions
-        .iter()
-        .filter(|v| v.served)
-        .map(|v| v.name.clone())
-        .collect();
+    let served = served_versions(&crd);
     let (version_index, defaulted) = match &selection.version {
         Some(wanted) => {
             let index = crd

@@ -89,6 +89,10 @@ pub enum Error {
         source: std::io::Error,
     },
 
+    /// `new` was pointed at a folder that already holds files.
+    #[error("{} exists and is not empty; `new` only creates. To regenerate an existing operator run `cargo xtask gen --out {}`", .dir.display(), .dir.display())]
+    Occupied { dir: PathBuf },
+
     /// A generated file was edited by hand, so rewriting it would lose that edit.
     #[error("{} was edited by hand since it was generated; move the change into a user-owned file (src/reconcile.rs) or rerun with --force to overwrite it", .path.display())]
     HandEdited { path: PathBuf },

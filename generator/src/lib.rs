@@ -6,8 +6,10 @@
 //! relations, [`model`] analyzes both into a typed model (running kopium through
 //! [`rust_types`] and deciding every name in [`naming`]), [`render`] turns the model into a
 //! [`write_plan::Plan`] through the Tera templates in `templates/`, and
-//! [`write_plan`] is the only code that touches disk. [`generate`] strings them together, and
-//! [`job::Job`] is the command-line view of a run.
+//! [`write_plan`] is the only code that touches disk. [`generate`] strings them together,
+//! [`job::Job`] is the command-line view of a run, and [`scaffold`] starts a new crate
+//! (its manifest, then a first run). [`k8s_catalog`] and [`schema_path`] answer questions
+//! about built-in kinds and field paths for the model.
 
 pub mod crd_document;
 pub mod crd_source;

@@ -230,7 +230,7 @@ pub enum Archetype {
     Generic,
 }
 
-fn primary_facts(input: &PrimaryInput) -> Result<PrimaryFacts> {
+fn primary_facts(manifest_origin: &str, input: &PrimaryInput) -> Result<PrimaryFacts> {
     let builtin_related = |b: &k8s_catalog::BuiltinKind| Related {
         kind: b.kind.to_owned(),
         rust_path: format!("k8s_openapi::{}", b.rust_path),
@@ -315,13 +315,7 @@ fn primary_facts(input: &PrimaryInput) -> Result<PrimaryFacts> {
             primary.status_type = types.as_ref().and_then(|t| t.status.clone());
             primary.origin = selected.origin.clone();
             primary.version_defaulted = selected.defaulted;
-            primary.served_versions = crd
-                .spec
-                .versions
-                .iter()
-                .filter(|v| v.served)
-                .map(|v| v.name.clone())
-                .collect();
+            primary.served_versions = selected.served_versions();
             PrimaryFacts {
                 primary,
                 archetype: if *dynamic {
@@ -357,7 +351,7 @@ fn primary_facts(input: &PrimaryInput) -> Result<PrimaryFacts> {
                 .unwrap_or_else(|| format!("{}s", d.kind.to_lowercase()));
             naming::check_kube_names(&d.kind, &d.group, &d.version, &plural).map_err(|reason| {
                 Error::Manifest {
-                    location: "operator.yaml: field `primary.derive`".to_owned(),
+                    location: format!("{manifest_origin}: field `primary.derive`"),
                     reason,
                 }
             })?;
@@ -412,7 +406,7 @@ pub fn analyze(
         location: format!("{manifest_origin}: field `{field}`"),
         reason,
     };
-    let facts = primary_facts(input)?;
+    let facts = primary_facts(manifest_origin, input)?;
     let primary = &facts.primary;
     let typed = matches!(
         facts.archetype,

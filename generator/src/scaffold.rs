@@ -40,12 +40,8 @@ pub struct NewOperator {
 /// Creates the crate. Refuses a folder that exists and is not empty, so it never overwrites.
 pub fn create(new: &NewOperator) -> Result<(Generated, Report)> {
     if is_occupied(&new.dir) {
-        return Err(Error::Manifest {
-            location: new.dir.display().to_string(),
-            reason:
-                "the folder exists and is not empty; `new` only creates. To regenerate an existing \
-                     operator run `cargo xtask gen --out <folder>`"
-                    .to_owned(),
+        return Err(Error::Occupied {
+            dir: new.dir.clone(),
         });
     }
     let name = new.name.clone().unwrap_or_else(|| {

@@ -140,11 +140,7 @@ impl Plan {
         let mut outcomes = Vec::with_capacity(self.files.len());
         for file in &self.files {
             let path = root.join(&file.path);
-            let existing = match std::fs::read(&path) {
-                Ok(bytes) => Some(bytes),
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-                Err(source) => return Err(Error::Write { path, source }),
-            };
+            let existing = read_existing(&path)?;
             let outcome = match (&existing, file.ownership) {
                 (None, _) => Outcome::Created,
                 (Some(_), Ownership::Scaffold) => Outcome::KeptUser,
@@ -179,16 +175,12 @@ impl Plan {
     pub fn diff(&self, root: &Path) -> Result<String> {
         let mut out = String::new();
         for file in &self.files {
-            let path = root.join(&file.path);
-            let existing = match std::fs::read_to_string(&path) {
-                Ok(text) => Some(text),
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-                Err(source) => return Err(Error::Write { path, source }),
-            };
+            let existing = read_existing(&root.join(&file.path))?;
+            let existing = existing.as_deref().map(String::from_utf8_lossy);
             let old = match (&existing, file.ownership) {
                 (Some(_), Ownership::Scaffold) => continue,
                 (Some(text), Ownership::Generated) if *text == file.contents => continue,
-                (Some(text), Ownership::Generated) => text.as_str(),
+                (Some(text), Ownership::Generated) => text.as_ref(),
                 (None, _) => "",
             };
             let name = file.path.display().to_string();
@@ -202,6 +194,18 @@ impl Plan {
             );
         }
         Ok(out)
+    }
+}
+
+/// The file at `path`, or `None` when there is none yet.
+fn read_existing(path: &Path) -> Result<Option<Vec<u8>>> {
+    match std::fs::read(path) {
+        Ok(bytes) => Ok(Some(bytes)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(source) => Err(Error::Write {
+            path: path.to_owned(),
+            source,
+        }),
     }
 }
 
