@@ -18,6 +18,10 @@ use crate::{
 /// kube and k8s-openapi match kopium's (kube 4, k8s-openapi 0.28 with `latest`), so a
 /// workspace holding the generator and generated crates has one version feature.
 const BASE_DEPENDENCIES: &[(&str, &str)] = &[
+    (
+        "axum",
+        r#"{ version = "0.8.9", default-features = false, features = ["http1", "tokio"] }"#,
+    ),
     ("futures", r#""0.3.31""#),
     (
         "k8s-openapi",
@@ -27,6 +31,7 @@ const BASE_DEPENDENCIES: &[(&str, &str)] = &[
         "kube",
         r#"{ version = "4.2.0", default-features = false, features = ["client", "derive", "ring", "runtime", "rustls-tls", "unstable-runtime"] }"#,
     ),
+    ("prometheus-client", r#""0.25.2""#),
     ("serde", r#"{ version = "1.0.228", features = ["derive"] }"#),
     ("serde_json", r#""1.0.145""#),
     ("thiserror", r#""2.0.17""#),
@@ -37,7 +42,7 @@ const BASE_DEPENDENCIES: &[(&str, &str)] = &[
     ("tracing", r#""0.1.41""#),
     (
         "tracing-subscriber",
-        r#"{ version = "0.3.20", features = ["env-filter", "fmt"] }"#,
+        r#"{ version = "0.3.20", features = ["env-filter", "fmt", "json"] }"#,
     ),
 ];
 /// Dev-dependencies of every generated crate: a mock API server for reconcile tests.

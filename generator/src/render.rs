@@ -55,6 +55,7 @@ const TEMPLATES: &[Template] = &[
     template!("error.rs.tera" => "src/error.rs", Generated, RustAsWritten),
     template!("lib.rs.tera" => "src/lib.rs", Generated, RustAsWritten),
     template!("main.rs.tera" => "src/main.rs", Generated, RustAsWritten),
+    template!("telemetry.rs.tera" => "src/telemetry.rs", Generated, RustAsWritten),
     template!("controller.rs.tera" => "src/controller.rs", Generated, RustAsWritten, Imported, Builtin, Derived),
     template!("controller_dynamic.rs.tera" => "src/controller.rs", Generated, RustAsWritten, Dynamic),
     template!("controller_generic.rs.tera" => "src/controller.rs", Generated, RustAsWritten, Generic),
