@@ -104,6 +104,12 @@ pub struct Operator {
     pub owns_cluster: bool,
     pub dependencies: Vec<Dependency>,
     pub dev_dependencies: Vec<Dependency>,
+    /// The least-privilege rules the generated code needs, one per resource.
+    pub rbac: Vec<Rule>,
+    /// Namespace of the operator's Deployment and ServiceAccount in `deploy/`.
+    pub deploy_namespace: String,
+    /// The CRD as loaded, for `deploy/crd.yaml` (imported and dynamic operators).
+    pub crd_yaml: Option<String>,
     /// Types of every served version of the primary, one module each; the module of the
     /// version the operator uses is re-exported.
     pub versions: Vec<TypesModule>,
@@ -145,6 +151,9 @@ pub struct Related {
     pub namespaced: bool,
     /// Snake-case stem for variables and functions (`config_map`).
     pub ident: String,
+    /// API group and plural, for RBAC rules.
+    pub group: String,
+    pub plural: String,
     /// A k8s-openapi kind (it has `Default`), rather than a custom one.
     pub builtin: bool,
     /// Whether the skeleton can apply an empty object of this kind as a working example.
@@ -171,6 +180,16 @@ pub struct External {
     pub ident: String,
     pub channel: bool,
     pub interval_secs: u64,
+}
+
+/// One RBAC rule of the operator's ClusterRole.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub struct Rule {
+    pub api_group: String,
+    pub resource: String,
+    pub verbs: Vec<String>,
+    /// Why the operator needs it, written as a YAML comment.
+    pub reason: String,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -244,6 +263,8 @@ fn primary_facts(manifest_origin: &str, input: &PrimaryInput) -> Result<PrimaryF
         rust_name: b.kind.to_owned(),
         namespaced: b.namespaced,
         ident: naming::snake_ident(b.kind),
+        group: b.group.to_owned(),
+        plural: b.plural.to_owned(),
         builtin: true,
         skeleton: b.empty_object_is_valid(),
     };
@@ -477,6 +498,8 @@ pub fn analyze(
                     rust_path,
                     rust_name: generated.root,
                     namespaced: related.selected.crd.spec.scope == "Namespaced",
+                    group: related.selected.crd.spec.group.clone(),
+                    plural: related.selected.crd.spec.names.plural.clone(),
                     builtin: false,
                     skeleton: false,
                 },
@@ -497,6 +520,8 @@ pub fn analyze(
                 rust_name: builtin.kind.to_owned(),
                 namespaced: builtin.namespaced,
                 ident: naming::snake_ident(builtin.kind),
+                group: builtin.group.to_owned(),
+                plural: builtin.plural.to_owned(),
                 builtin: true,
                 skeleton: builtin.empty_object_is_valid(),
             },
@@ -655,7 +680,20 @@ pub fn analyze(
             primary.kind, primary.group, primary.version
         ),
     };
+    let rbac = rbac_rules(&facts, &owns, &watches, !external.is_empty());
+    let crd_yaml = match input {
+        PrimaryInput::Crd { selected, .. } => Some(serde_yaml::to_string(&selected.crd).map_err(
+            |e| Error::Template {
+                template: "deploy/crd.yaml".to_owned(),
+                reason: e.to_string(),
+            },
+        )?),
+        _ => None,
+    };
     Ok(Operator {
+        rbac,
+        deploy_namespace: "default".to_owned(),
+        crd_yaml,
         finalizer_literal: naming::string_literal(&format!("{finalizer_group}/{crate_name}")),
         field_manager_literal: naming::string_literal(&crate_name),
         uses_predicate_combine: predicates.len() > 1,
@@ -688,6 +726,86 @@ pub fn analyze(
         versions: facts.versions,
         related_types,
     })
+}
+
+/// The verbs the generated code uses, per resource, and nothing more: the primary is read
+/// and patched (finalizers), its status patched only where the skeleton writes it, owned
+/// kinds are fully managed, watched kinds only read.
+fn rbac_rules(
+    facts: &PrimaryFacts,
+    owns: &[Related],
+    watches: &[Watched],
+    finalizer: bool,
+) -> Vec<Rule> {
+    let rule = |group: &str, resource: &str, verbs: &[&str], reason: &str| Rule {
+        api_group: group.to_owned(),
+        resource: resource.to_owned(),
+        verbs: verbs.iter().map(|v| (*v).to_owned()).collect(),
+        reason: reason.to_owned(),
+    };
+    let primary = &facts.primary;
+    let mut rules = Vec::new();
+    if facts.archetype == Archetype::Generic {
+        for kind in &facts.generic_kinds {
+            rules.push(rule(
+                &kind.group,
+                &kind.plural,
+                &["get", "list", "watch"],
+                "reconciled kind (metadata)",
+            ));
+        }
+    } else {
+        rules.push(rule(
+            &primary.group,
+            &primary.plural,
+            &["get", "list", "watch", "patch"],
+            "primary resource",
+        ));
+        if facts.archetype == Archetype::Derived {
+            let status = format!("{}/status", primary.plural);
+            rules.push(rule(
+                &primary.group,
+                &status,
+                &["get", "patch"],
+                "status written by the reconcile",
+            ));
+        }
+        if finalizer {
+            let finalizers = format!("{}/finalizers", primary.plural);
+            rules.push(rule(
+                &primary.group,
+                &finalizers,
+                &["update"],
+                "finalizer for external cleanup",
+            ));
+        }
+    }
+    let managed = ["get", "list", "watch", "create", "patch", "delete"];
+    for owned in owns {
+        rules.push(rule(
+            &owned.group,
+            &owned.plural,
+            &managed,
+            "owned children",
+        ));
+    }
+    for watched in watches {
+        let related = &watched.related;
+        if !owns
+            .iter()
+            .any(|o| o.group == related.group && o.plural == related.plural)
+        {
+            rules.push(rule(
+                &related.group,
+                &related.plural,
+                &["get", "list", "watch"],
+                "watched objects",
+            ));
+        }
+    }
+    rules.sort();
+    rules.dedup_by(|a, b| a.api_group == b.api_group && a.resource == b.resource);
+    rules
 }
 
 /// Field paths into `metadata` are checked against ObjectMeta, since CRD schemas leave
@@ -883,6 +1001,53 @@ mod tests {
             "\"example.com/widget-controller\""
         );
         assert!(operator.finalizer);
+    }
+
+    #[test]
+    fn rbac_grants_what_each_relation_uses_and_no_more() {
+        let rules = |manifest: &str| -> Vec<(String, String, String)> {
+            analyze_with(manifest)
+                .unwrap()
+                .rbac
+                .into_iter()
+                .map(|r| (r.api_group, r.resource, r.verbs.join(",")))
+                .collect()
+        };
+        let primary = (
+            "example.com".to_owned(),
+            "widgets".to_owned(),
+            "get,list,watch,patch".to_owned(),
+        );
+        assert_eq!(rules(""), vec![primary.clone()]);
+        assert_eq!(
+            rules("owns: [{kind: ConfigMap}]"),
+            vec![
+                (
+                    "".into(),
+                    "configmaps".into(),
+                    "get,list,watch,create,patch,delete".into()
+                ),
+                primary.clone()
+            ]
+        );
+        assert_eq!(
+            rules("watches: [{kind: Deployment, map: {label: a}}]"),
+            vec![
+                ("apps".into(), "deployments".into(), "get,list,watch".into()),
+                primary.clone()
+            ]
+        );
+        assert_eq!(
+            rules("external: [{name: registry}]"),
+            vec![
+                primary,
+                (
+                    "example.com".into(),
+                    "widgets/finalizers".into(),
+                    "update".into()
+                )
+            ]
+        );
     }
 
     #[test]
