@@ -15,21 +15,23 @@ use crate::{
 
 /// Dependencies of every generated crate, in one place so they are bumped together.
 /// Versions are explicit because the crate must build on its own outside this workspace.
-/// kube and k8s-openapi match kopium's (kube 4, k8s-openapi 0.28 with `latest`), so a
-/// workspace holding the generator and generated crates has one version feature.
+/// Operators use the newest kube (5) and k8s-openapi (0.29, `latest`), with which the Lease
+/// crate for leader election works; kopium's kube 4 / k8s-openapi 0.28 stay inside the
+/// generator. Each k8s-openapi version gets exactly one version feature in the workspace.
 const BASE_DEPENDENCIES: &[(&str, &str)] = &[
     (
         "axum",
         r#"{ version = "0.8.9", default-features = false, features = ["http1", "tokio"] }"#,
     ),
     ("futures", r#""0.3.31""#),
+    ("kube-lease-manager", r#""0.13.1""#),
     (
         "k8s-openapi",
-        r#"{ version = "0.28.0", features = ["latest"] }"#,
+        r#"{ version = "0.29.0", features = ["latest"] }"#,
     ),
     (
         "kube",
-        r#"{ version = "4.2.0", default-features = false, features = ["client", "derive", "ring", "runtime", "rustls-tls", "unstable-runtime"] }"#,
+        r#"{ version = "5.0.0", default-features = false, features = ["client", "derive", "ring", "runtime", "rustls-tls", "unstable-runtime"] }"#,
     ),
     ("prometheus-client", r#""0.25.2""#),
     ("serde", r#"{ version = "1.0.228", features = ["derive"] }"#),
@@ -51,7 +53,7 @@ const BASE_DEV_DEPENDENCIES: &[(&str, &str)] =
 const DERIVED_DEPENDENCIES: &[(&str, &str)] = &[
     (
         "k8s-openapi",
-        r#"{ version = "0.28.0", features = ["latest", "schemars"] }"#,
+        r#"{ version = "0.29.0", features = ["latest", "schemars"] }"#,
     ),
     ("schemars", r#""1.2.0""#),
     ("serde_yaml", r#""0.9.34""#),
