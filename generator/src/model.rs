@@ -772,6 +772,14 @@ fn rbac_rules(
                 "status written by the reconcile",
             ));
         }
+        if facts.archetype != Archetype::Dynamic {
+            rules.push(rule(
+                "events.k8s.io",
+                "events",
+                &["create", "patch"],
+                "events about reconcile outcomes",
+            ));
+        }
         if finalizer {
             let finalizers = format!("{}/finalizers", primary.plural);
             rules.push(rule(
@@ -1020,35 +1028,38 @@ mod tests {
             "widgets".to_owned(),
             "get,list,watch,patch".to_owned(),
         );
-        assert_eq!(rules(""), vec![primary.clone()]);
+        let events = (
+            "events.k8s.io".to_owned(),
+            "events".to_owned(),
+            "create,patch".to_owned(),
+        );
+        let configmaps = (
+            "".to_owned(),
+            "configmaps".to_owned(),
+            "get,list,watch,create,patch,delete".to_owned(),
+        );
+        let deployments = (
+            "apps".to_owned(),
+            "deployments".to_owned(),
+            "get,list,watch".to_owned(),
+        );
+        let finalizers = (
+            "example.com".to_owned(),
+            "widgets/finalizers".to_owned(),
+            "update".to_owned(),
+        );
+        assert_eq!(rules(""), vec![events.clone(), primary.clone()]);
         assert_eq!(
             rules("owns: [{kind: ConfigMap}]"),
-            vec![
-                (
-                    "".into(),
-                    "configmaps".into(),
-                    "get,list,watch,create,patch,delete".into()
-                ),
-                primary.clone()
-            ]
+            vec![configmaps, events.clone(), primary.clone()]
         );
         assert_eq!(
             rules("watches: [{kind: Deployment, map: {label: a}}]"),
-            vec![
-                ("apps".into(), "deployments".into(), "get,list,watch".into()),
-                primary.clone()
-            ]
+            vec![deployments, events.clone(), primary.clone()]
         );
         assert_eq!(
             rules("external: [{name: registry}]"),
-            vec![
-                primary,
-                (
-                    "example.com".into(),
-                    "widgets/finalizers".into(),
-                    "update".into()
-                )
-            ]
+            vec![events, primary, finalizers]
         );
     }
 
