@@ -31,6 +31,11 @@ pub struct Manifest {
     pub requeue: Requeue,
     /// Filters on the primary's watch stream; defaults to `[generation, finalizers]`.
     pub predicates: Option<Vec<Predicate>>,
+    /// How many reconciles run at once (default: unlimited), and how long to wait for more
+    /// changes before reconciling (default: none).
+    pub concurrency: Option<u16>,
+    #[serde(default, with = "humantime_option")]
+    pub debounce: Option<Duration>,
     /// Extra crates your reconcile code uses, merged into the generated Cargo.toml.
     #[serde(default)]
     pub dependencies: std::collections::BTreeMap<String, DependencySpec>,

@@ -197,6 +197,9 @@ pub struct Rule {
 #[derive(Debug, Clone, Serialize)]
 pub struct Requeue {
     pub after_secs: Option<u64>,
+    /// `Controller::with_config` settings; zero concurrency means unlimited, as in kube.
+    pub concurrency: u16,
+    pub debounce_ms: u64,
     pub backoff_base_ms: u64,
     pub backoff_max_ms: u64,
 }
@@ -719,6 +722,8 @@ pub fn analyze(
         predicates,
         requeue: Requeue {
             after_secs: manifest.requeue.after.map(|d| d.as_secs().max(1)),
+            concurrency: manifest.concurrency.unwrap_or(0),
+            debounce_ms: manifest.debounce.map_or(0, |d| d.as_millis() as u64),
             backoff_base_ms: backoff_base.as_millis().max(1) as u64,
             backoff_max_ms: backoff_max.as_millis() as u64,
         },
