@@ -30,11 +30,6 @@ impl SelectedCrd {
         self.version().schema.as_ref()?.open_api_v3_schema.as_ref()
     }
 
-    /// Names of the versions the CRD serves, in its order.
-    pub fn served_versions(&self) -> Vec<String> {
-        served_versions(&self.crd)
-    }
-
     pub fn name(&self) -> &str {
         self.crd
             .metadata

@@ -139,7 +139,6 @@ pub struct Primary {
     /// Where the CRD came from and whether the version was the storage default.
     pub origin: String,
     pub version_defaulted: bool,
-    pub served_versions: Vec<String>,
 }
 
 /// An owned or watched kind.
@@ -302,7 +301,6 @@ fn primary_facts(manifest_origin: &str, input: &PrimaryInput) -> Result<PrimaryF
         status_type: None,
         origin: String::new(),
         version_defaulted: false,
-        served_versions: vec![version.to_owned()],
     };
     Ok(match input {
         PrimaryInput::Crd { selected, dynamic } => {
@@ -348,7 +346,6 @@ fn primary_facts(manifest_origin: &str, input: &PrimaryInput) -> Result<PrimaryF
             primary.status_type = types.as_ref().and_then(|t| t.status.clone());
             primary.origin = selected.origin.clone();
             primary.version_defaulted = selected.defaulted;
-            primary.served_versions = selected.served_versions();
             PrimaryFacts {
                 primary,
                 archetype: if *dynamic {
