@@ -1,17 +1,30 @@
 //! Reconcile logic for `PrometheusRule`: each rule becomes a ConfigMap holding the rule file
-//! that Prometheus would load, `<name>.rules.yaml`.
+//! that Prometheus would load, `<name>.rules.yaml`, and is published to an outside rule
+//! registry. The registry is a folder (`RULE_REGISTRY_DIR`): each rule's file sits in it as
+//! `<namespace>.<name>.rules.yaml` until the rule is deleted, and a file named
+//! `<namespace>.<name>` dropped into its `triggers/` folder asks for that rule to be
+//! reconciled again (the registry changed it). Without `RULE_REGISTRY_DIR` there is none.
 //!
 //! This file is the user's: `cargo xtask gen --out example-operator` rewrites the generated
 //! modules around it and never touches it.
 
-use std::{collections::BTreeMap, sync::Arc};
+use std::{
+    collections::BTreeMap,
+    io::ErrorKind,
+    path::{Path, PathBuf},
+    sync::Arc,
+};
 
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::{ResourceExt, api::ObjectMeta, runtime::controller::Action};
+use kube::{
+    ResourceExt,
+    api::ObjectMeta,
+    runtime::{controller::Action, reflector::ObjectRef},
+};
 use serde::Serialize;
 
 use crate::{
-    controller::{Context, Reconciler, success_action},
+    controller::{Context, Primary, Reconciler, success_action},
     error::{Error, Result},
     types::{PrometheusRule, PrometheusRuleGroups},
 };
@@ -19,9 +32,20 @@ use crate::{
 /// Label that marks the ConfigMaps this operator renders, for `kubectl get cm -l`.
 pub const RULE_FILE_LABEL: &str = "monitoring.example.com/rule-file";
 
-/// The operator has no state of its own.
-#[derive(Debug, Default)]
-pub struct Operator {}
+/// The operator's state: where the outside rule registry is, if there is one.
+#[derive(Debug)]
+pub struct Operator {
+    registry: Option<PathBuf>,
+}
+
+impl Default for Operator {
+    /// The registry named by `RULE_REGISTRY_DIR`, as the generated `main.rs` builds it.
+    fn default() -> Self {
+        Self {
+            registry: std::env::var_os("RULE_REGISTRY_DIR").map(PathBuf::from),
+        }
+    }
+}
 
 impl Reconciler for Operator {
     async fn apply(&self, rule: Arc<PrometheusRule>, ctx: Arc<Context>) -> Result<Action> {
@@ -29,9 +53,63 @@ impl Reconciler for Operator {
         tracing::info!(rule = %rule.name_any(), config_map = %config_map.name_any(), "applying rule file");
         // `apply_owned` sets the controller ownerReference and writes nothing when the live
         // ConfigMap already matches, so a second reconcile of an unchanged rule is read-only.
-        ctx.apply_owned(&rule, config_map).await?;
+        let applied = ctx.apply_owned(&rule, config_map).await?;
+        if let (Some(registry), Some(data)) = (&self.registry, applied.data) {
+            for (file, content) in data {
+                let path = registry.join(format!("{}.{file}", namespace_of(&rule)));
+                // Written only when it differs, like the ConfigMap.
+                if std::fs::read_to_string(&path).ok().as_ref() != Some(&content) {
+                    std::fs::write(&path, content).map_err(registry_error(&path))?;
+                }
+            }
+        }
         Ok(success_action())
     }
+
+    async fn cleanup(&self, rule: Arc<PrometheusRule>, _ctx: Arc<Context>) -> Result<Action> {
+        if let Some(registry) = &self.registry {
+            let file = format!("{}.{}.rules.yaml", namespace_of(&rule), rule.name_any());
+            let path = registry.join(file);
+            match std::fs::remove_file(&path) {
+                Err(error) if error.kind() != ErrorKind::NotFound => {
+                    return Err(registry_error(&path)(error));
+                }
+                _ => tracing::info!(rule = %rule.name_any(), "removed from the registry"),
+            }
+        }
+        Ok(Action::await_change())
+    }
+
+    async fn poll_rule_registry(&self, _ctx: Arc<Context>) -> Result<Vec<ObjectRef<Primary>>> {
+        let Some(registry) = &self.registry else {
+            return Ok(Vec::new());
+        };
+        let triggers = registry.join("triggers");
+        let entries = match std::fs::read_dir(&triggers) {
+            Ok(entries) => entries,
+            Err(error) if error.kind() == ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(error) => return Err(registry_error(&triggers)(error)),
+        };
+        let mut changed = Vec::new();
+        for entry in entries {
+            let path = entry.map_err(registry_error(&triggers))?.path();
+            let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
+            if let Some((namespace, name)) = name.as_deref().and_then(|n| n.split_once('.')) {
+                changed.push(ObjectRef::new(name).within(namespace));
+            }
+            std::fs::remove_file(&path).map_err(registry_error(&path))?;
+        }
+        Ok(changed)
+    }
+}
+
+fn namespace_of(rule: &PrometheusRule) -> String {
+    rule.namespace().unwrap_or_default()
+}
+
+/// A registry that cannot be read or written is down for now: retried with backoff.
+fn registry_error(path: &Path) -> impl Fn(std::io::Error) -> Error + '_ {
+    move |error| Error::Transient(format!("rule registry {}: {error}", path.display()))
 }
 
 /// The Prometheus rule file format: the top-level `groups:` list.
@@ -90,6 +168,30 @@ mod tests {
         assert_eq!(file["groups"][0]["rules"][0]["for"], "10m");
     }
 
+    #[tokio::test]
+    async fn the_registry_triggers_reconciles_and_cleanup_removes_the_rule() {
+        let dir = std::env::temp_dir().join(format!("rule-registry-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("triggers")).unwrap();
+        std::fs::write(dir.join("triggers/team-a.api"), "").unwrap();
+        std::fs::write(dir.join("team-a.api.rules.yaml"), "groups: []\n").unwrap();
+        let operator = Operator {
+            registry: Some(dir.clone()),
+        };
+        let (service, _handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+        let ctx = Arc::new(Context::new(kube::Client::new(service, "default")));
+
+        let changed = operator.poll_rule_registry(Arc::clone(&ctx)).await;
+        assert_eq!(
+            changed.unwrap(),
+            vec![ObjectRef::new("api").within("team-a")]
+        );
+        let again = operator.poll_rule_registry(Arc::clone(&ctx)).await;
+        assert!(again.unwrap().is_empty(), "a trigger fires once");
+        operator.cleanup(Arc::new(rule()), ctx).await.unwrap();
+        assert!(!dir.join("team-a.api.rules.yaml").exists());
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
     /// Answers requests in order and records them; `None` answers 404.
     async fn serve(
         mut handle: tower_test::mock::Handle<Request<Body>, Response<Body>>,
@@ -137,7 +239,7 @@ mod tests {
             vec![None, Some(live.clone()), Some(live.clone()), None],
         ));
 
-        let operator = Operator::default();
+        let operator = Operator { registry: None };
         operator
             .apply(Arc::new(rule()), Arc::clone(&ctx))
             .await

@@ -8,8 +8,8 @@
 //! [`write_plan::Plan`] through the Tera templates in `templates/`, and
 //! [`write_plan`] is the only code that touches disk. [`generate`] strings them together,
 //! [`job::Job`] is the command-line view of a run, and [`scaffold`] starts a new crate
-//! (its manifest, then a first run). [`k8s_catalog`] and [`schema_path`] answer questions
-//! about built-in kinds and field paths for the model.
+//! (its manifest, then a first run). [`k8s_catalog`], [`schema_path`] and [`schema_sample`]
+//! answer questions about built-in kinds, field paths and least valid objects for the model.
 
 pub mod crd_document;
 pub mod crd_source;
@@ -23,6 +23,7 @@ pub mod render;
 pub mod rust_types;
 pub mod scaffold;
 pub mod schema_path;
+pub mod schema_sample;
 pub mod write_plan;
 
 use std::path::{Path, PathBuf};

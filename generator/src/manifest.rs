@@ -29,6 +29,10 @@ pub struct Manifest {
     pub external: Vec<External>,
     #[serde(default)]
     pub requeue: Requeue,
+    /// Where the operator watches: the whole cluster (a ClusterRole), or only the namespace
+    /// it runs in (a Role), for teams that may not hold cluster-wide grants.
+    #[serde(default)]
+    pub scope: Scope,
     /// Filters on the primary's watch stream; defaults to `[generation, finalizers]`.
     pub predicates: Option<Vec<Predicate>>,
     /// How many reconciles run at once (default: unlimited), and how long to wait for more
@@ -164,6 +168,16 @@ pub struct Requeue {
     /// Cap on the error delay.
     #[serde(default, with = "humantime_option")]
     pub error_backoff_max: Option<Duration>,
+}
+
+/// How far the operator's watches and permissions reach.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Scope {
+    #[default]
+    Cluster,
+    /// The namespace the operator runs in; every kind it touches must be namespaced.
+    Namespace,
 }
 
 /// kube-runtime predicates applied to the primary stream.

@@ -3,6 +3,9 @@
 
 use std::collections::BTreeSet;
 
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
+    JSONSchemaProps, JSONSchemaPropsOrArray,
+};
 use serde::Serialize;
 
 use crate::{
@@ -10,7 +13,7 @@ use crate::{
     error::{Error, Result},
     k8s_catalog,
     manifest::{self, ExternalSource, Manifest, MapRule},
-    naming, rust_types, schema_path,
+    naming, rust_types, schema_path, schema_sample,
 };
 
 /// Dependencies of every generated crate, in one place so they are bumped together.
@@ -93,6 +96,16 @@ pub struct Operator {
     /// here so a crate with fewer relations compiles without unused imports.
     pub uses_predicate_combine: bool,
     pub uses_resource_ext: bool,
+    pub uses_resource: bool,
+    /// Whether `Context::patch_status` is generated: the primary has a typed status behind a
+    /// `/status` subresource.
+    pub status_helper: bool,
+    /// Whether `controller::sample` exists, the object the shipped tests reconcile.
+    pub has_sample: bool,
+    /// The owned kind the shipped tests apply as a child: the first with a valid empty object.
+    pub owned_sample: Option<Related>,
+    /// Whether any shipped test talks to a mock API server (finalizer, child or status).
+    pub mock_tests: bool,
     pub requeue: Requeue,
     /// `use` paths for related kinds and what their relations need, sorted and unique.
     pub related_imports: Vec<String>,
@@ -108,6 +121,12 @@ pub struct Operator {
     pub dev_dependencies: Vec<Dependency>,
     /// The least-privilege rules the generated code needs, one per resource.
     pub rbac: Vec<Rule>,
+    /// Whether the operator watches only its own namespace, granted by a Role rather than a
+    /// ClusterRole.
+    pub namespace_scoped: bool,
+    /// The `Api` constructor for watches: `all`, or `default_namespaced` (the namespace of
+    /// the kubeconfig or, in a pod, its own).
+    pub watch_api: String,
     /// Namespace of the operator's Deployment and ServiceAccount in `deploy/`.
     pub deploy_namespace: String,
     /// The CRD as loaded, for `deploy/crd.yaml` (imported and dynamic operators).
@@ -136,9 +155,28 @@ pub struct Primary {
     pub crd_name: String,
     pub namespaced: bool,
     pub status_type: Option<String>,
+    /// Whether status is written through the `/status` subresource, which is what makes a
+    /// status write leave `metadata.generation` alone and so not retrigger a reconcile.
+    pub status_subresource: bool,
+    /// The fields of `status.conditions[]` this CRD declares, when it has conditions the
+    /// controller can record its outcome in (a `/status` subresource and items with `type`
+    /// and `status`).
+    pub conditions: Option<Conditions>,
+    /// The smallest valid body of the primary (everything but `apiVersion`, `kind` and
+    /// `metadata`) as a Rust string literal of JSON, when the generator knows the schema.
+    pub sample_literal: Option<String>,
     /// Where the CRD came from and whether the version was the storage default.
     pub origin: String,
     pub version_defaulted: bool,
+}
+
+/// Which optional fields a CRD's condition items declare; `type` and `status` always exist.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Conditions {
+    pub reason: bool,
+    pub message: bool,
+    pub last_transition_time: bool,
+    pub observed_generation: bool,
 }
 
 /// An owned or watched kind.
@@ -299,6 +337,9 @@ fn primary_facts(manifest_origin: &str, input: &PrimaryInput) -> Result<PrimaryF
         },
         namespaced,
         status_type: None,
+        status_subresource: false,
+        conditions: None,
+        sample_literal: None,
         origin: String::new(),
         version_defaulted: false,
     };
@@ -344,6 +385,17 @@ fn primary_facts(manifest_origin: &str, input: &PrimaryInput) -> Result<PrimaryF
             );
             primary.crd_name = selected.name().to_owned();
             primary.status_type = types.as_ref().and_then(|t| t.status.clone());
+            primary.status_subresource = version
+                .subresources
+                .as_ref()
+                .is_some_and(|s| s.status.is_some());
+            if let Some(schema) = selected.schema().filter(|_| !*dynamic) {
+                if primary.status_subresource && primary.status_type.is_some() {
+                    primary.conditions = conditions(schema);
+                }
+                let body = serde_json::Value::Object(schema_sample::sample_body(schema));
+                primary.sample_literal = Some(naming::string_literal(&body.to_string()));
+            }
             primary.origin = selected.origin.clone();
             primary.version_defaulted = selected.defaulted;
             PrimaryFacts {
@@ -394,6 +446,7 @@ fn primary_facts(manifest_origin: &str, input: &PrimaryInput) -> Result<PrimaryF
                 naming::type_name(&d.kind),
             );
             primary.status_type = Some(format!("{}Status", naming::type_name(&d.kind)));
+            primary.status_subresource = true;
             PrimaryFacts {
                 primary,
                 archetype: Archetype::Derived,
@@ -422,6 +475,27 @@ fn primary_facts(manifest_origin: &str, input: &PrimaryInput) -> Result<PrimaryF
             }
         }
     })
+}
+
+/// The condition fields of `schema`'s `status.conditions`, when its items are objects with
+/// string `type` and `status` (the shape of `metav1.Condition` and its many look-alikes).
+fn conditions(schema: &JSONSchemaProps) -> Option<Conditions> {
+    let property = |s: &JSONSchemaProps, name: &str| s.properties.as_ref()?.get(name).cloned();
+    let list = property(&property(schema, "status")?, "conditions")?;
+    let Some(JSONSchemaPropsOrArray::Schema(item)) = &list.items else {
+        return None;
+    };
+    let is = |name: &str, type_: &str| {
+        property(item, name).is_some_and(|p| p.type_.as_deref() == Some(type_))
+    };
+    (list.type_.as_deref() == Some("array") && is("type", "string") && is("status", "string")).then(
+        || Conditions {
+            reason: is("reason", "string"),
+            message: is("message", "string"),
+            last_transition_time: is("lastTransitionTime", "string"),
+            observed_generation: is("observedGeneration", "integer"),
+        },
+    )
 }
 
 /// Builds the model. Pure: all input has been read already.
@@ -682,7 +756,36 @@ pub fn analyze(
             primary.kind, primary.group, primary.version
         ),
     };
-    let rbac = rbac_rules(&facts, &owns, &watches, !external.is_empty());
+    let status_helper = facts.primary.status_subresource
+        && facts.primary.status_type.is_some()
+        && matches!(facts.archetype, Archetype::Imported | Archetype::Derived);
+    let namespace_scoped = manifest.scope == manifest::Scope::Namespace;
+    if namespace_scoped {
+        let cluster_scoped = std::iter::once((&facts.primary.kind, facts.primary.namespaced))
+            .chain(owns.iter().map(|o| (&o.kind, o.namespaced)))
+            .chain(
+                watches
+                    .iter()
+                    .map(|w| (&w.related.kind, w.related.namespaced)),
+            )
+            .find(|(_, namespaced)| !namespaced);
+        if !typed {
+            return Err(bad(
+                "scope",
+                "`scope: namespace` is generated for typed primaries only".to_owned(),
+            ));
+        }
+        if let Some((kind, _)) = cluster_scoped {
+            return Err(bad(
+                "scope",
+                format!(
+                    "{kind} is cluster-scoped, so a namespace-scoped operator cannot watch it; \
+                     use `scope: cluster` or drop it from the manifest"
+                ),
+            ));
+        }
+    }
+    let rbac = rbac_rules(&facts, &owns, &watches, !external.is_empty(), status_helper);
     let crd_yaml = match input {
         PrimaryInput::Crd { selected, .. } => Some(serde_yaml::to_string(&selected.crd).map_err(
             |e| Error::Template {
@@ -694,6 +797,13 @@ pub fn analyze(
     };
     Ok(Operator {
         rbac,
+        namespace_scoped,
+        watch_api: if namespace_scoped {
+            "default_namespaced"
+        } else {
+            "all"
+        }
+        .to_owned(),
         deploy_namespace: "default".to_owned(),
         crd_yaml,
         finalizer_literal: naming::string_literal(&format!("{finalizer_group}/{crate_name}")),
@@ -701,7 +811,17 @@ pub fn analyze(
         uses_predicate_combine: predicates.len() > 1,
         uses_resource_ext: owns.iter().any(|o| o.namespaced)
             || watches.iter().any(|w| w.rule != "field" || namespaced)
-            || (!external.is_empty() && namespaced),
+            || (!external.is_empty() && namespaced)
+            || status_helper,
+        uses_resource: !owns.is_empty() || facts.primary.conditions.is_some(),
+        has_sample: facts.primary.sample_literal.is_some() || facts.archetype == Archetype::Builtin,
+        owned_sample: owns.iter().find(|o| o.builtin && o.skeleton).cloned(),
+        mock_tests: (facts.primary.sample_literal.is_some()
+            || facts.archetype == Archetype::Builtin)
+            && (!external.is_empty()
+                || facts.primary.conditions.is_some()
+                || owns.iter().any(|o| o.builtin && o.skeleton)),
+        status_helper,
         owns_namespaced: owns.iter().any(|o| o.namespaced),
         owns_cluster: owns.iter().any(|o| !o.namespaced),
         crate_ident: crate_name.replace('-', "_"),
@@ -740,6 +860,7 @@ fn rbac_rules(
     owns: &[Related],
     watches: &[Watched],
     finalizer: bool,
+    status_helper: bool,
 ) -> Vec<Rule> {
     let rule = |group: &str, resource: &str, verbs: &[&str], reason: &str| Rule {
         api_group: group.to_owned(),
@@ -765,13 +886,13 @@ fn rbac_rules(
             &["get", "list", "watch", "patch"],
             "primary resource",
         ));
-        if facts.archetype == Archetype::Derived {
+        if status_helper {
             let status = format!("{}/status", primary.plural);
             rules.push(rule(
                 &primary.group,
                 &status,
-                &["get", "patch"],
-                "status written by the reconcile",
+                &["patch"],
+                "status written only when it changed",
             ));
         }
         if facts.archetype != Archetype::Dynamic {
@@ -1062,6 +1183,62 @@ mod tests {
         assert_eq!(
             rules("external: [{name: registry}]"),
             vec![events, primary, finalizers]
+        );
+    }
+
+    #[test]
+    fn namespace_scope_takes_a_role_and_refuses_cluster_scoped_kinds() {
+        let operator = analyze_with("scope: namespace\nowns: [{kind: ConfigMap}]").unwrap();
+        assert!(operator.namespace_scoped);
+        assert_eq!(operator.watch_api, "default_namespaced");
+        assert_eq!(analyze_with("").unwrap().watch_api, "all");
+        let err = error_of("scope: namespace\nwatches: [{kind: ClusterRole, map: {label: a}}]");
+        assert!(
+            err.contains("field `scope`") && err.contains("ClusterRole is cluster-scoped"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn conditions_are_recorded_only_behind_a_status_subresource() {
+        let condition = |extra: &str| {
+            format!(
+                "{{type: object, properties: {{type: {{type: string}}, status: {{type: string}}{extra}}}}}"
+            )
+        };
+        let schema = |item: &str| -> JSONSchemaProps {
+            serde_yaml::from_str(&format!(
+                "{{type: object, properties: {{status: {{type: object, properties: \
+                 {{conditions: {{type: array, items: {item}}}}}}}}}}}"
+            ))
+            .unwrap()
+        };
+        let full = condition(
+            ", reason: {type: string}, lastTransitionTime: {type: string}, observedGeneration: {type: integer}",
+        );
+        assert_eq!(
+            conditions(&schema(&full)),
+            Some(Conditions {
+                reason: true,
+                message: false,
+                last_transition_time: true,
+                observed_generation: true,
+            })
+        );
+        assert_eq!(
+            conditions(&schema(&condition(""))),
+            Some(Conditions::default())
+        );
+        let no_status = "{type: object, properties: {type: {type: string}}}";
+        assert_eq!(conditions(&schema(no_status)), None);
+        // The test CRD has neither a status nor a /status subresource.
+        let operator = analyze_with("").unwrap();
+        assert!(!operator.primary.status_subresource && operator.primary.conditions.is_none());
+        assert!(
+            !operator
+                .rbac
+                .iter()
+                .any(|r| r.resource.ends_with("/status"))
         );
     }
 

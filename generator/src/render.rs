@@ -74,6 +74,7 @@ const TEMPLATES: &[Template] = &[
     template!("types_derived.rs.tera" => "src/types.rs", Scaffold, RustAsWritten, Derived),
     template!("types_dynamic.rs.tera" => "src/types.rs", Generated, RustAsWritten, Dynamic),
     template!("crdgen.rs.tera" => "src/bin/crdgen.rs", Generated, RustAsWritten, Derived),
+    template!("tests/cluster.rs.tera" => "tests/cluster.rs", Generated, RustAsWritten, Imported),
 ];
 
 /// Templates that others include.

@@ -14,6 +14,41 @@ pub fn workspace_root() -> PathBuf {
         .to_owned()
 }
 
+/// Runs `cargo test` on a throwaway workspace of generated crates in `root`, whose members are
+/// `members` (paths relative to `root`), with this workspace's Cargo.lock so dependencies
+/// resolve to the versions CI already uses, and `-D warnings`. Every batch shares one target
+/// directory and builds without debug info, so the operators' dependencies are compiled once
+/// and the test binaries stay small. Returns the output when it failed.
+pub fn cargo_test_batch(root: &Path, members: &[String]) -> Result<(), String> {
+    let list: Vec<String> = members.iter().map(|m| format!("\"{m}\"")).collect();
+    let manifest = format!(
+        "[workspace]\nresolver = \"3\"\nmembers = [{}]\n",
+        list.join(", ")
+    );
+    std::fs::write(root.join("Cargo.toml"), manifest).expect("writing the batch workspace");
+    std::fs::copy(workspace_root().join("Cargo.lock"), root.join("Cargo.lock"))
+        .expect("copying Cargo.lock");
+    let output = std::process::Command::new(env!("CARGO"))
+        .args(["test", "--workspace", "--quiet"])
+        .current_dir(root)
+        .env(
+            "CARGO_TARGET_DIR",
+            workspace_root().join("target/generated-crates"),
+        )
+        .env("CARGO_PROFILE_DEV_DEBUG", "false")
+        .env("RUSTFLAGS", "-D warnings")
+        .output()
+        .expect("running cargo test");
+    if output.status.success() {
+        return Ok(());
+    }
+    Err(format!(
+        "{}\n{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    ))
+}
+
 /// Names of every fixture, sorted.
 pub fn fixtures() -> Vec<String> {
     let dir = workspace_root().join("tests/fixtures");

@@ -2,17 +2,14 @@
 //! has made their own: user files kept byte for byte, drift caught by `--check`, hand edits
 //! to generated files refused, and a new relation that leaves the user's code compiling.
 
-use std::{
-    path::{Path, PathBuf},
-    process::Command,
-};
+use std::path::{Path, PathBuf};
 
 use operator_gen::{
     Error, Job, Mode,
     manifest::Derived,
     scaffold::{NewOperator, NewPrimary, create},
 };
-use operator_gen_tests::workspace_root;
+use operator_gen_tests::{cargo_test_batch, workspace_root};
 
 fn shared_crd(path: &str) -> String {
     workspace_root()
@@ -122,31 +119,12 @@ fn every_archetype_builds_and_passes_its_tests_and_survives_a_new_relation() {
     assert!(read(evolved.join("src/controller.rs")).contains(".owns("));
     members.push("evolved".to_owned());
 
-    let list: Vec<String> = members.iter().map(|m| format!("\"{m}\"")).collect();
-    let workspace = format!(
-        "[workspace]\nresolver = \"3\"\nmembers = [{}]\n",
-        list.join(", ")
-    );
-    std::fs::write(root.join("Cargo.toml"), workspace).expect("writing the batch workspace");
-    std::fs::copy(workspace_root().join("Cargo.lock"), root.join("Cargo.lock"))
-        .expect("copying Cargo.lock");
-    let output = Command::new(env!("CARGO"))
-        .args(["test", "--workspace", "--quiet"])
-        .current_dir(&root)
-        .env(
-            "CARGO_TARGET_DIR",
-            workspace_root().join("target/scaffold-tests"),
-        )
-        .env("RUSTFLAGS", "-D warnings")
-        .output()
-        .expect("running cargo test");
-    assert!(
-        output.status.success(),
-        "scaffolded operators in {} do not build or pass their tests:\n{}\n{}",
-        root.display(),
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
+    if let Err(output) = cargo_test_batch(&root, &members) {
+        panic!(
+            "scaffolded operators in {} do not build or pass their tests:\n{output}",
+            root.display()
+        );
+    }
 }
 
 #[test]

@@ -34,6 +34,11 @@ fn imagepolicy_v1beta2_field_channel() {
 }
 
 #[test]
+fn prometheusrule_namespace_scope() {
+    snapshot_fixture("prometheusrule-namespace-scope");
+}
+
+#[test]
 fn every_fixture_has_a_snapshot_test() {
     let source = include_str!("snapshots.rs");
     for name in fixtures() {

@@ -1,6 +1,9 @@
-//! `cargo xtask`: the project's commands, each a thin shell over the `operator-gen` library.
+//! `cargo xtask`: the project's commands. `gen`, `new` and `corpus` are thin shells over the
+//! `operator-gen` library; `cluster` runs a real control plane and `e2e` runs the operators on it.
 
+mod cluster;
 mod corpus;
+mod e2e;
 mod gen_cmd;
 mod new_cmd;
 
@@ -21,6 +24,10 @@ enum Command {
     New(new_cmd::NewArgs),
     /// Generate and compile-check an operator for every CRD in a folder.
     Corpus(corpus::CorpusArgs),
+    /// A real Kubernetes control plane on loopback, for `e2e`.
+    Cluster(cluster::ClusterArgs),
+    /// Run every operator crate against a real API server and check what it does.
+    E2e(e2e::E2eArgs),
 }
 
 fn main() -> std::process::ExitCode {
@@ -29,6 +36,8 @@ fn main() -> std::process::ExitCode {
         Command::Gen(args) => gen_cmd::run(args),
         Command::Corpus(args) => corpus::run(args),
         Command::New(args) => new_cmd::run(args),
+        Command::Cluster(args) => cluster::run(args),
+        Command::E2e(args) => e2e::run(args),
     };
     match result {
         Ok(code) => code,
@@ -37,4 +46,10 @@ fn main() -> std::process::ExitCode {
             std::process::ExitCode::FAILURE
         }
     }
+}
+
+/// The workspace root: xtask's own folder's parent.
+fn workspace_root() -> std::path::PathBuf {
+    let xtask = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    xtask.parent().unwrap_or(xtask).to_owned()
 }

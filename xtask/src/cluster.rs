@@ -1,0 +1,460 @@
+//! `cargo xtask cluster up|down|status`: a real Kubernetes control plane on loopback, without
+//! containers: etcd, kube-apiserver (token auth, RBAC) and kube-controller-manager running
+//! only the garbage collector and the namespace controller.
+//!
+//! The binaries are Kubernetes 1.20.2, built once from Debian's source package by
+//! `xtask/control-plane/build.sh` into the machine's cache (`/var/cache/operator-gen`, or
+//! `OPERATOR_GEN_CACHE`), so only the first run on a machine pays for the build. Everything a
+//! running cluster needs (keys, etcd data, logs, kubeconfigs, pids) lives in
+//! `target/cluster/`, which `down` removes.
+//!
+//! Identities come from a static token file. Besides an admin in `system:masters`, every
+//! operator crate in the workspace gets a token whose user is its ServiceAccount
+//! (`system:serviceaccount:default:<crate>`), so the bindings in its generated
+//! `deploy/rbac.yaml` are exactly what it may do.
+
+use std::{
+    fs,
+    net::TcpStream,
+    path::{Path, PathBuf},
+    process::{Command, Stdio},
+    time::{Duration, Instant},
+};
+
+use anyhow::{Context as _, Result, bail};
+use clap::{Args, Subcommand};
+
+const KUBERNETES_VERSION: &str = "1.20.2";
+const ETCD_PORT: u16 = 23790;
+const ETCD_PEER_PORT: u16 = 23800;
+const API_PORT: u16 = 16443;
+/// The namespace whose ServiceAccounts the operators run as, as `deploy/rbac.yaml` says.
+pub const OPERATOR_NAMESPACE: &str = "default";
+
+#[derive(Args)]
+pub struct ClusterArgs {
+    #[command(subcommand)]
+    action: Action,
+}
+
+#[derive(Subcommand)]
+enum Action {
+    /// Build the control plane if it is not cached, start it and write kubeconfigs.
+    Up,
+    /// Stop it and remove its state.
+    Down,
+    /// Say whether it runs, and where its kubeconfig is.
+    Status,
+}
+
+pub fn run(args: ClusterArgs) -> Result<std::process::ExitCode> {
+    let cluster = Cluster::new(crate::workspace_root());
+    match args.action {
+        Action::Up => {
+            let started = cluster.up()?;
+            println!(
+                "control plane up in {:.1?}; export KUBECONFIG={}",
+                started,
+                cluster.admin_kubeconfig().display()
+            );
+        }
+        Action::Down => {
+            cluster.down()?;
+            println!("control plane stopped");
+        }
+        Action::Status => match cluster.is_ready() {
+            true => println!(
+                "running: KUBECONFIG={}",
+                cluster.admin_kubeconfig().display()
+            ),
+            false => {
+                println!("not running");
+                return Ok(std::process::ExitCode::FAILURE);
+            }
+        },
+    }
+    Ok(std::process::ExitCode::SUCCESS)
+}
+
+/// The three processes, in start order.
+const COMPONENTS: [&str; 3] = ["etcd", "kube-apiserver", "kube-controller-manager"];
+
+/// The control plane of this workspace.
+pub struct Cluster {
+    workspace: PathBuf,
+    state: PathBuf,
+}
+
+impl Cluster {
+    pub fn new(workspace: PathBuf) -> Self {
+        let state = workspace.join("target").join("cluster");
+        Self { workspace, state }
+    }
+
+    pub fn admin_kubeconfig(&self) -> PathBuf {
+        self.state.join("admin.kubeconfig")
+    }
+
+    /// A kubeconfig for the ServiceAccount `name` in [`OPERATOR_NAMESPACE`].
+    pub fn operator_kubeconfig(&self, name: &str) -> Result<PathBuf> {
+        let path = self.state.join(format!("{name}.kubeconfig"));
+        if !path.exists() {
+            bail!(
+                "no token for the ServiceAccount {name}: it was not an operator crate when the \
+                 cluster started; run `cargo xtask cluster down` and `up` again"
+            );
+        }
+        Ok(path)
+    }
+
+    pub fn log(&self, component: &str) -> PathBuf {
+        self.state.join("logs").join(format!("{component}.log"))
+    }
+
+    /// The cached binaries, built first when missing.
+    pub fn binaries(&self) -> Result<PathBuf> {
+        let cache = std::env::var_os("OPERATOR_GEN_CACHE")
+            .map_or_else(|| PathBuf::from("/var/cache/operator-gen"), PathBuf::from);
+        let bin = cache.join(format!("kubernetes-{KUBERNETES_VERSION}"));
+        let complete = ["kube-apiserver", "kube-controller-manager", "kubectl"]
+            .iter()
+            .all(|b| bin.join(b).exists())
+            && ["etcd", "openssl"].iter().all(|tool| on_path(tool));
+        if !complete {
+            let script = self.workspace.join("xtask/control-plane/build.sh");
+            eprintln!(
+                "installing etcd and building Kubernetes {KUBERNETES_VERSION} into {} (once per machine)",
+                bin.display()
+            );
+            let started = Instant::now();
+            let status = Command::new("bash")
+                .arg(&script)
+                .arg(&bin)
+                .status()
+                .with_context(|| format!("running {}", script.display()))?;
+            if !status.success() {
+                bail!("{} failed ({status})", script.display());
+            }
+            eprintln!("built in {:.1?}", started.elapsed());
+        }
+        Ok(bin)
+    }
+
+    pub fn kubectl(&self) -> Result<PathBuf> {
+        Ok(self.binaries()?.join("kubectl"))
+    }
+
+    /// Whether the API server answers `/readyz`.
+    pub fn is_ready(&self) -> bool {
+        let Ok(kubectl) = self.kubectl() else {
+            return false;
+        };
+        Command::new(kubectl)
+            .args(["get", "--raw", "/readyz", "--request-timeout=2s"])
+            .env("KUBECONFIG", self.admin_kubeconfig())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    }
+
+    /// Starts the control plane unless it already runs; returns how long that took.
+    pub fn up(&self) -> Result<Duration> {
+        let bin = self.binaries()?;
+        let started = Instant::now();
+        if self.is_ready() {
+            return Ok(started.elapsed());
+        }
+        self.down()?;
+        for dir in ["logs", "pki", "certs", "etcd"] {
+            fs::create_dir_all(self.state.join(dir))?;
+        }
+        self.write_credentials()?;
+        self.start_etcd()?;
+        self.start_apiserver(&bin)?;
+        self.wait_ready(Duration::from_secs(90))?;
+        self.start_controller_manager(&bin)?;
+        Ok(started.elapsed())
+    }
+
+    /// Stops every process of the control plane and removes its state.
+    pub fn down(&self) -> Result<()> {
+        for component in COMPONENTS.iter().rev() {
+            self.stop(component);
+        }
+        if self.state.exists() {
+            fs::remove_dir_all(&self.state)
+                .with_context(|| format!("removing {}", self.state.display()))?;
+        }
+        Ok(())
+    }
+
+    /// Restarts kube-apiserver, for the test that watches survive it.
+    pub fn restart_apiserver(&self) -> Result<()> {
+        let bin = self.binaries()?;
+        self.stop("kube-apiserver");
+        self.start_apiserver(&bin)?;
+        self.wait_ready(Duration::from_secs(90))
+    }
+
+    fn stop(&self, component: &str) {
+        let pid_file = self.state.join(format!("{component}.pid"));
+        let Ok(pid) = fs::read_to_string(&pid_file) else {
+            return;
+        };
+        let pid = pid.trim();
+        let _ = Command::new("kill").args(["-TERM", pid]).status();
+        let deadline = Instant::now() + Duration::from_secs(15);
+        while alive(pid) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        if alive(pid) {
+            let _ = Command::new("kill").args(["-KILL", pid]).status();
+        }
+        let _ = fs::remove_file(pid_file);
+    }
+
+    /// Token file, service-account keys and kubeconfigs.
+    fn write_credentials(&self) -> Result<()> {
+        let pki = self.state.join("pki");
+        let key = pki.join("sa.key");
+        check(
+            Command::new("openssl")
+                .args(["genrsa", "-out"])
+                .arg(&key)
+                .arg("2048")
+                .stderr(Stdio::null()),
+        )?;
+        check(
+            Command::new("openssl")
+                .args(["rsa", "-pubout", "-in"])
+                .arg(&key)
+                .arg("-out")
+                .arg(pki.join("sa.pub"))
+                .stderr(Stdio::null()),
+        )?;
+        let admin_token = format!("admin-{}", nonce());
+        let mut tokens = format!("{admin_token},admin,admin,\"system:masters\"\n");
+        self.write_kubeconfig(&self.admin_kubeconfig(), "admin", &admin_token)?;
+        for name in operator_crates(&self.workspace)? {
+            let token = format!("{name}-{}", nonce());
+            let user = format!("system:serviceaccount:{OPERATOR_NAMESPACE}:{name}");
+            tokens.push_str(&format!(
+                "{token},{user},{name},\"system:serviceaccounts,system:serviceaccounts:{OPERATOR_NAMESPACE}\"\n"
+            ));
+            let path = self.state.join(format!("{name}.kubeconfig"));
+            self.write_kubeconfig(&path, &name, &token)?;
+        }
+        fs::write(pki.join("tokens.csv"), tokens)?;
+        Ok(())
+    }
+
+    fn write_kubeconfig(&self, path: &Path, user: &str, token: &str) -> Result<()> {
+        // kube-apiserver signs its serving certificate into `certs/` when it first starts,
+        // after this file is written; clients read it only when they connect.
+        let authority = self.state.join("certs").join("apiserver.crt");
+        let config = format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: local\n  cluster:\n    server: https://127.0.0.1:{API_PORT}\n    certificate-authority: {}\nusers:\n- name: {user}\n  user:\n    token: {token}\ncontexts:\n- name: local\n  context:\n    cluster: local\n    user: {user}\n    namespace: {OPERATOR_NAMESPACE}\ncurrent-context: local\n",
+            authority.display()
+        );
+        fs::write(path, config).with_context(|| format!("writing {}", path.display()))
+    }
+
+    fn start_etcd(&self) -> Result<()> {
+        let mut command = Command::new("etcd");
+        command
+            .arg(format!("--data-dir={}", self.state.join("etcd").display()))
+            .arg(format!("--listen-client-urls=http://127.0.0.1:{ETCD_PORT}"))
+            .arg(format!(
+                "--advertise-client-urls=http://127.0.0.1:{ETCD_PORT}"
+            ))
+            .arg(format!(
+                "--listen-peer-urls=http://127.0.0.1:{ETCD_PEER_PORT}"
+            ))
+            .arg(format!(
+                "--initial-advertise-peer-urls=http://127.0.0.1:{ETCD_PEER_PORT}"
+            ))
+            .arg(format!(
+                "--initial-cluster=default=http://127.0.0.1:{ETCD_PEER_PORT}"
+            ))
+            .arg("--unsafe-no-fsync");
+        self.spawn("etcd", command)?;
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while TcpStream::connect(("127.0.0.1", ETCD_PORT)).is_err() {
+            if Instant::now() > deadline {
+                bail!(
+                    "etcd did not listen within 30s; see {}",
+                    self.log("etcd").display()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        Ok(())
+    }
+
+    fn start_apiserver(&self, bin: &Path) -> Result<()> {
+        let pki = self.state.join("pki");
+        let mut command = Command::new(bin.join("kube-apiserver"));
+        command
+            .arg(format!("--etcd-servers=http://127.0.0.1:{ETCD_PORT}"))
+            .arg("--bind-address=127.0.0.1")
+            .arg(format!("--secure-port={API_PORT}"))
+            .arg("--insecure-port=0")
+            .arg(format!("--advertise-address={}", advertise_address()?))
+            .arg(format!("--cert-dir={}", self.state.join("certs").display()))
+            .arg(format!(
+                "--token-auth-file={}",
+                pki.join("tokens.csv").display()
+            ))
+            .arg("--authorization-mode=RBAC")
+            .arg(format!(
+                "--service-account-key-file={}",
+                pki.join("sa.pub").display()
+            ))
+            .arg(format!(
+                "--service-account-signing-key-file={}",
+                pki.join("sa.key").display()
+            ))
+            .arg("--service-account-issuer=https://kubernetes.default.svc")
+            .arg("--service-cluster-ip-range=10.0.0.0/24")
+            .arg("--enable-priority-and-fairness=false");
+        self.spawn("kube-apiserver", command)
+    }
+
+    fn start_controller_manager(&self, bin: &Path) -> Result<()> {
+        let mut command = Command::new(bin.join("kube-controller-manager"));
+        command
+            .arg(format!(
+                "--kubeconfig={}",
+                self.admin_kubeconfig().display()
+            ))
+            .arg("--controllers=garbagecollector,namespace")
+            .arg("--leader-elect=false")
+            .arg("--port=0")
+            .arg("--secure-port=0");
+        self.spawn("kube-controller-manager", command)
+    }
+
+    fn wait_ready(&self, patience: Duration) -> Result<()> {
+        let deadline = Instant::now() + patience;
+        while !self.is_ready() {
+            if Instant::now() > deadline {
+                bail!(
+                    "kube-apiserver was not ready within {patience:?}; its log ends:\n{}",
+                    tail(&self.log("kube-apiserver"), 20)
+                );
+            }
+            std::thread::sleep(Duration::from_millis(500));
+        }
+        Ok(())
+    }
+
+    /// Starts `command` in its own process group, logging to `logs/<component>.log`.
+    fn spawn(&self, component: &str, mut command: Command) -> Result<()> {
+        use std::os::unix::process::CommandExt;
+        let log = fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.log(component))?;
+        let child = command
+            .stdin(Stdio::null())
+            .stdout(log.try_clone()?)
+            .stderr(log)
+            .process_group(0)
+            .spawn()
+            .with_context(|| format!("starting {component}"))?;
+        fs::write(
+            self.state.join(format!("{component}.pid")),
+            child.id().to_string(),
+        )?;
+        Ok(())
+    }
+}
+
+/// The operator crates of the workspace: `example-operator` and every crate in `generated/`,
+/// by package name (which is also their ServiceAccount's name).
+pub fn operator_crates(workspace: &Path) -> Result<Vec<String>> {
+    let mut dirs = vec![workspace.join("example-operator")];
+    for entry in fs::read_dir(workspace.join("generated"))? {
+        dirs.push(entry?.path());
+    }
+    let mut names = Vec::new();
+    for dir in dirs {
+        if dir.join("deploy/rbac.yaml").exists() {
+            names.push(package_name(&dir)?);
+        }
+    }
+    names.sort();
+    Ok(names)
+}
+
+pub fn package_name(dir: &Path) -> Result<String> {
+    let manifest = dir.join("Cargo.toml");
+    let text =
+        fs::read_to_string(&manifest).with_context(|| format!("reading {}", manifest.display()))?;
+    text.lines()
+        .find_map(|line| line.strip_prefix("name = \""))
+        .and_then(|rest| rest.strip_suffix('"'))
+        .map(str::to_owned)
+        .with_context(|| format!("{} has no package name", manifest.display()))
+}
+
+/// The address kube-apiserver publishes in the `kubernetes` Endpoints, which refuses
+/// loopback: this machine's own first global IPv4 address. Nothing connects to it.
+fn advertise_address() -> Result<String> {
+    if let Ok(address) = std::env::var("OPERATOR_GEN_ADVERTISE_ADDRESS") {
+        return Ok(address);
+    }
+    let output = Command::new("ip")
+        .args(["-4", "-o", "addr", "show", "scope", "global"])
+        .output()
+        .context("running `ip` to find this machine's address")?;
+    String::from_utf8_lossy(&output.stdout)
+        .split_whitespace()
+        .skip_while(|word| *word != "inet")
+        .nth(1)
+        .and_then(|cidr| cidr.split('/').next())
+        .map(str::to_owned)
+        .context(
+            "this machine has no global IPv4 address for kube-apiserver to advertise; \
+             set OPERATOR_GEN_ADVERTISE_ADDRESS to one of its addresses",
+        )
+}
+
+fn on_path(tool: &str) -> bool {
+    std::env::var_os("PATH")
+        .is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join(tool).is_file()))
+}
+
+fn alive(pid: &str) -> bool {
+    Command::new("kill")
+        .args(["-0", pid])
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+fn check(command: &mut Command) -> Result<()> {
+    let status = command
+        .status()
+        .with_context(|| format!("running {command:?}"))?;
+    if !status.success() {
+        bail!("{command:?} failed ({status})");
+    }
+    Ok(())
+}
+
+/// A value no earlier cluster used, for tokens.
+fn nonce() -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    format!("{:x}{:x}", nanos, std::process::id())
+}
+
+/// The last `lines` lines of a log file.
+pub fn tail(path: &Path, lines: usize) -> String {
+    let text = fs::read_to_string(path).unwrap_or_default();
+    let all: Vec<&str> = text.lines().collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
+}

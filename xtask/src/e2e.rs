@@ -1,0 +1,919 @@
+//! `cargo xtask e2e`: every operator crate of the workspace (`example-operator` and each crate
+//! in `generated/`) as real processes against a real API server, checked through the API.
+//!
+//! The cluster is the one in `KUBECONFIG` when set, else `cargo xtask cluster`'s own. Each
+//! operator runs with a token whose user is its ServiceAccount, so the bindings in its
+//! generated `deploy/rbac.yaml` are all it may do: a missing verb fails a check, and the rules
+//! themselves are asserted to grant nothing broad. On failure the tail of every process's log
+//! is printed; the logs stay in `target/e2e/`.
+
+use std::{
+    collections::BTreeMap,
+    fs,
+    io::{Read, Write},
+    net::TcpStream,
+    path::{Path, PathBuf},
+    process::{Child, Command, Stdio},
+    time::{Duration, Instant},
+};
+
+use anyhow::{Context as _, Result, bail};
+use clap::Args;
+use operator_gen::{Manifest, Selection, crd_document, k8s_catalog, schema_sample};
+use serde_json::{Value, json};
+
+use crate::cluster::{self, Cluster, OPERATOR_NAMESPACE};
+
+/// How long a behaviour gets to show. Leader election may need a Lease to expire (15s).
+const PATIENCE: Duration = Duration::from_secs(60);
+/// How long watches get to come back after the API server restarts: kube's default watcher
+/// backoff grows to 30s between attempts while the server is down.
+const RECOVERY: Duration = Duration::from_secs(150);
+
+#[derive(Args)]
+pub struct E2eArgs {
+    /// Run only these crates (package names); all operator crates by default.
+    #[arg(long = "only")]
+    only: Vec<String>,
+}
+
+pub fn run(args: E2eArgs) -> Result<std::process::ExitCode> {
+    let workspace = crate::workspace_root();
+    let cluster = Cluster::new(workspace.clone());
+    let kubectl = {
+        let started = Instant::now();
+        let kubectl = cluster.kubectl()?;
+        println!("phase build-control-plane: {:.1?}", started.elapsed());
+        kubectl
+    };
+    let own_cluster = std::env::var_os("KUBECONFIG").is_none();
+    let admin = if own_cluster {
+        let took = cluster.up()?;
+        println!("phase start-control-plane: {took:.1?}");
+        cluster.admin_kubeconfig()
+    } else {
+        println!("phase start-control-plane: skipped, using the cluster in KUBECONFIG");
+        PathBuf::from(std::env::var_os("KUBECONFIG").unwrap_or_default())
+    };
+    let crates: Vec<String> = cluster::operator_crates(&workspace)?
+        .into_iter()
+        .filter(|c| args.only.is_empty() || args.only.contains(c))
+        .collect();
+
+    let started = Instant::now();
+    let mut build = Command::new(env!("CARGO"));
+    build.args(["build", "--quiet", "--bins"]);
+    for name in &crates {
+        build.args(["-p", name]);
+    }
+    check_status(
+        build.current_dir(&workspace).status()?,
+        "building the operators",
+    )?;
+    println!("phase build-operators: {:.1?}", started.elapsed());
+
+    let logs = workspace.join("target/e2e");
+    if logs.exists() {
+        fs::remove_dir_all(&logs)?;
+    }
+    let started = Instant::now();
+    let (mut passed, mut failed) = (0, 0);
+    for name in &crates {
+        let env = Env {
+            kubectl: kubectl.clone(),
+            admin: admin.clone(),
+            workspace: workspace.clone(),
+            logs: logs.join(name),
+            cluster: own_cluster.then(|| Cluster::new(workspace.clone())),
+        };
+        let mut suite = Suite::new(env, name)?;
+        let mut results = suite.run();
+        results.push(("leaves nothing behind", suite.timed(Suite::teardown)));
+        suite.stop_all();
+        let failures = results.iter().filter(|(_, r)| r.is_err()).count();
+        let checked = results
+            .iter()
+            .filter(|(_, r)| !matches!(r, Ok(Verdict::Skipped(_))))
+            .count();
+        for (check, result) in results {
+            match result {
+                Ok(Verdict::Passed(took)) => println!("ok   {name}: {check} ({took:.1?})"),
+                Ok(Verdict::Skipped(reason)) => println!("skip {name}: {check}: {reason}"),
+                Err(error) => println!("FAIL {name}: {check}: {error:#}"),
+            }
+        }
+        if failures > 0 {
+            suite.print_log_tails();
+        }
+        failed += failures;
+        passed += checked - failures;
+    }
+    println!("phase tests: {:.1?}", started.elapsed());
+    println!("{passed} passed, {failed} failed");
+    Ok(if failed == 0 {
+        std::process::ExitCode::SUCCESS
+    } else {
+        std::process::ExitCode::FAILURE
+    })
+}
+
+/// What every suite shares.
+struct Env {
+    kubectl: PathBuf,
+    admin: PathBuf,
+    workspace: PathBuf,
+    logs: PathBuf,
+    /// The control plane, when it is ours and so can be restarted.
+    cluster: Option<Cluster>,
+}
+
+/// One operator crate under test.
+struct Suite {
+    env: Env,
+    name: String,
+    dir: PathBuf,
+    manifest: Manifest,
+    /// The primary's resource name for kubectl (`prometheusrules.monitoring.coreos.com`).
+    primary: String,
+    api_version: String,
+    kind: String,
+    body: serde_json::Map<String, Value>,
+    /// Owned built-in kinds, as kubectl resource names.
+    owned: Vec<String>,
+    namespace: String,
+    kubeconfig: PathBuf,
+    processes: BTreeMap<String, Operator>,
+    next_port: u16,
+    /// How long [`Suite::eventually`] waits.
+    patience: Duration,
+    /// Set by a check that found nothing to check.
+    skipped: Option<&'static str>,
+}
+
+/// A running operator process.
+struct Operator {
+    child: Child,
+    log: PathBuf,
+    metrics: u16,
+}
+
+type Outcome = Result<Verdict>;
+
+/// What a check that did not fail found.
+enum Verdict {
+    Passed(Duration),
+    /// It found nothing to check, for this reason.
+    Skipped(&'static str),
+}
+/// A named check of one behaviour.
+type Check = (&'static str, fn(&mut Suite) -> Result<()>);
+
+impl Suite {
+    fn new(env: Env, name: &str) -> Result<Self> {
+        let dir = if env.workspace.join("generated").join(name).exists() {
+            env.workspace.join("generated").join(name)
+        } else {
+            env.workspace.join(name)
+        };
+        let manifest = Manifest::load(&dir.join("operator.yaml"))?;
+        let crd_path = dir.join("deploy/crd.yaml");
+        let bytes =
+            fs::read(&crd_path).with_context(|| format!("reading {}", crd_path.display()))?;
+        let origin = crd_path.display().to_string();
+        let crds = crd_document::parse_all(&origin, &bytes)?;
+        let selected = crd_document::select(&origin, crds, &Selection::default())?;
+        let schema = selected
+            .schema()
+            .with_context(|| format!("{origin} has no schema"))?;
+        let body = schema_sample::sample_body(schema);
+        let crd = &selected.crd;
+        let owned = manifest
+            .owns
+            .iter()
+            .filter_map(|o| k8s_catalog::find(&o.kind))
+            .map(|k| {
+                if k.group.is_empty() {
+                    k.plural.to_owned()
+                } else {
+                    format!("{}.{}", k.plural, k.group)
+                }
+            })
+            .collect();
+        fs::create_dir_all(&env.logs)?;
+        let kubeconfig = env.operator_kubeconfig(name)?;
+        Ok(Self {
+            name: name.to_owned(),
+            primary: selected.name().to_owned(),
+            api_version: format!("{}/{}", crd.spec.group, selected.version().name),
+            kind: crd.spec.names.kind.clone(),
+            namespace: format!("e2e-{name}"),
+            body,
+            owned,
+            manifest,
+            dir,
+            kubeconfig,
+            env,
+            processes: BTreeMap::new(),
+            next_port: 19100,
+            patience: PATIENCE,
+            skipped: None,
+        })
+    }
+
+    /// Runs every check that applies to this operator, in order; a failed setup ends it.
+    fn run(&mut self) -> Vec<(&'static str, Outcome)> {
+        let mut results = Vec::new();
+        let setup = self.timed(Self::setup);
+        let ok = setup.is_ok();
+        results.push(("installs the CRD and only the generated RBAC", setup));
+        if !ok {
+            return results;
+        }
+        let owns = !self.owned.is_empty();
+        let finalizer = !self.manifest.external.is_empty();
+        let mut checks: Vec<Check> = Vec::new();
+        if owns {
+            checks.push((
+                "a new primary gets its child, controller-owned",
+                Self::child_appears,
+            ));
+            checks.push(("a deleted child is restored", Self::deleted_child_restored));
+            checks.push(("an edited child is restored", Self::edited_child_restored));
+        }
+        if self.manifest.watches.iter().any(|w| label_key(w).is_some()) {
+            checks.push((
+                "a watched object's change reconciles the primary",
+                Self::watched_change,
+            ));
+        }
+        if self.name == "example-operator" {
+            // Its external registry is a folder the test can write to; a generated skeleton's
+            // poll hook returns nothing, so there is nothing to fire.
+            checks.push((
+                "an external trigger reconciles the primary",
+                Self::external_trigger,
+            ));
+        }
+        if owns {
+            checks.push((
+                "the operator killed mid-way converges on restart",
+                Self::restart_converges,
+            ));
+            if self.env.cluster.is_some() {
+                checks.push((
+                    "watches recover after an API server restart",
+                    Self::apiserver_restart,
+                ));
+            }
+            checks.push((
+                "two replicas: only the leader reconciles",
+                Self::leader_election,
+            ));
+        }
+        if self.dir.join("tests/cluster.rs").exists() {
+            checks.push((
+                "its own cluster test passes against this cluster",
+                Self::shipped_cluster_test,
+            ));
+        }
+        checks.push((
+            if finalizer {
+                "deletion runs cleanup, then children are garbage-collected"
+            } else {
+                "deletion garbage-collects the children"
+            },
+            Self::deletion,
+        ));
+        for (name, check) in checks {
+            results.push((name, self.timed(check)));
+        }
+        results
+    }
+
+    fn timed(&mut self, check: fn(&mut Self) -> Result<()>) -> Outcome {
+        let started = Instant::now();
+        check(self)?;
+        Ok(match self.skipped.take() {
+            Some(reason) => Verdict::Skipped(reason),
+            None => Verdict::Passed(started.elapsed()),
+        })
+    }
+
+    fn setup(&mut self) -> Result<()> {
+        self.admin(
+            &["apply", "--server-side", "-f"],
+            Some(&self.dir.join("deploy/crd.yaml")),
+        )?;
+        self.admin(
+            &[
+                "wait",
+                "--for=condition=Established",
+                "--timeout=60s",
+                &format!("crd/{}", self.primary),
+            ],
+            None,
+        )?;
+        assert_least_privilege(&self.dir.join("deploy/rbac.yaml"))?;
+        self.admin(&["apply", "-f"], Some(&self.dir.join("deploy/rbac.yaml")))?;
+        let namespace =
+            json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": self.namespace}});
+        self.apply_json(&namespace)?;
+        // What the operator's user may not do, whatever the rules say.
+        let user = format!("system:serviceaccount:{OPERATOR_NAMESPACE}:{}", self.name);
+        for forbidden in [
+            ["create", "pods"],
+            ["delete", self.primary.as_str()],
+            ["get", "nodes"],
+        ] {
+            let answer = self.admin_output(&[
+                "auth",
+                "can-i",
+                forbidden[0],
+                forbidden[1],
+                "--as",
+                &user,
+                "-A",
+            ])?;
+            if answer.trim() != "no" {
+                bail!(
+                    "{user} may {} {}: the generated RBAC grants too much",
+                    forbidden[0],
+                    forbidden[1]
+                );
+            }
+        }
+        self.start("main", false)
+    }
+
+    fn child_appears(&mut self) -> Result<()> {
+        let uid = self.create_primary("first")?;
+        self.wait_child(&uid, None).map(drop)
+    }
+
+    fn deleted_child_restored(&mut self) -> Result<()> {
+        let uid = self.uid("first")?;
+        let (resource, child) = self.wait_child(&uid, None)?;
+        let old_uid = child["metadata"]["uid"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        let name = child["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        self.admin(
+            &[
+                "delete",
+                &resource,
+                &name,
+                "-n",
+                &self.namespace.clone(),
+                "--wait=false",
+            ],
+            None,
+        )?;
+        self.wait_child(&uid, Some(&old_uid)).map(drop)
+    }
+
+    fn edited_child_restored(&mut self) -> Result<()> {
+        let uid = self.uid("first")?;
+        let (resource, child) = self.wait_child(&uid, None)?;
+        let name = child["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        let (field, original) = match child.get("data").and_then(Value::as_object) {
+            Some(data) if !data.is_empty() => {
+                let (key, value) = data
+                    .iter()
+                    .next()
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .unwrap_or_default();
+                (key, value)
+            }
+            _ => {
+                self.skipped = Some("the operator's child holds no data it would restore");
+                return Ok(());
+            }
+        };
+        let patch = json!({"data": {field.clone(): "tampered"}}).to_string();
+        let namespace = self.namespace.clone();
+        self.admin(
+            &[
+                "patch",
+                &resource,
+                &name,
+                "-n",
+                &namespace,
+                "--type=merge",
+                "-p",
+                &patch,
+            ],
+            None,
+        )?;
+        self.eventually("the edited child to be restored", || {
+            let child = self.get_json(&resource, &name)?;
+            Ok(child["data"][&field] == original)
+        })
+    }
+
+    fn watched_change(&mut self) -> Result<()> {
+        let Some((kind, key)) = self
+            .manifest
+            .watches
+            .iter()
+            .find_map(|w| label_key(w).map(|k| (w.kind.clone(), k)))
+        else {
+            return Ok(());
+        };
+        let before = self.reconciles("main")?;
+        let Some(builtin) = k8s_catalog::find(&kind) else {
+            bail!("watched kind {kind} is not built in; this check creates built-in kinds only");
+        };
+        let object = json!({
+            "apiVersion": if builtin.group.is_empty() { builtin.version.to_owned() } else { format!("{}/{}", builtin.group, builtin.version) },
+            "kind": builtin.kind,
+            "metadata": {"name": "watched", "namespace": self.namespace, "labels": {key: "first"}},
+        });
+        self.apply_json(&object)?;
+        self.eventually("a reconcile after the watched object changed", || {
+            Ok(self.reconciles("main")? > before)
+        })
+    }
+
+    fn external_trigger(&mut self) -> Result<()> {
+        let registry = self.env.logs.join("registry");
+        let file = registry.join(format!("{}.first.rules.yaml", self.namespace));
+        self.eventually("the rule in the registry", || Ok(file.exists()))?;
+        let before = self.reconciles("main")?;
+        fs::create_dir_all(registry.join("triggers"))?;
+        fs::write(
+            registry
+                .join("triggers")
+                .join(format!("{}.first", self.namespace)),
+            "",
+        )?;
+        self.eventually("a reconcile after the registry's trigger", || {
+            Ok(self.reconciles("main")? > before)
+        })
+    }
+
+    fn restart_converges(&mut self) -> Result<()> {
+        self.stop("main");
+        let uid = self.create_primary("while-down")?;
+        self.start("main", false)?;
+        self.wait_child(&uid, None).map(drop)
+    }
+
+    fn apiserver_restart(&mut self) -> Result<()> {
+        if let Some(cluster) = &self.env.cluster {
+            cluster.restart_apiserver()?;
+        }
+        let uid = self.create_primary("after-restart")?;
+        self.patience = RECOVERY;
+        let recovered = self.wait_child(&uid, None).map(drop);
+        self.patience = PATIENCE;
+        recovered
+    }
+
+    fn leader_election(&mut self) -> Result<()> {
+        self.stop("main");
+        self.start("replica-a", true)?;
+        self.start("replica-b", true)?;
+        let uid = self.create_primary("replicated")?;
+        self.wait_child(&uid, None)?;
+        let counts = [self.reconciles("replica-a")?, self.reconciles("replica-b")?];
+        self.stop("replica-a");
+        self.stop("replica-b");
+        self.start("main", false)?;
+        if counts.iter().filter(|&&n| n > 0).count() != 1 {
+            bail!("reconciles per replica were {counts:?}; exactly one replica should lead");
+        }
+        Ok(())
+    }
+
+    /// The integration test that ships in the crate (`tests/cluster.rs`) runs its own
+    /// controller, so the operator process is stopped meanwhile.
+    fn shipped_cluster_test(&mut self) -> Result<()> {
+        self.stop("main");
+        let output = Command::new(env!("CARGO"))
+            .args(["test", "--quiet", "-p", &self.name, "--test", "cluster"])
+            .current_dir(&self.env.workspace)
+            .env("KUBECONFIG", &self.env.admin)
+            .output()?;
+        self.start("main", false)?;
+        let text = String::from_utf8_lossy(&output.stdout);
+        if !output.status.success() || text.contains("skipped") {
+            bail!("{text}{}", String::from_utf8_lossy(&output.stderr));
+        }
+        Ok(())
+    }
+
+    fn deletion(&mut self) -> Result<()> {
+        let uid = self.uid("first")?;
+        let children = if self.owned.is_empty() {
+            None
+        } else {
+            Some(self.wait_child(&uid, None)?)
+        };
+        if !self.manifest.external.is_empty() {
+            let primary = self.get_json(&self.primary.clone(), "first")?;
+            let finalizers = primary["metadata"]["finalizers"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default();
+            if finalizers.is_empty() {
+                bail!("the primary has no finalizer before deletion: {primary}");
+            }
+        }
+        let namespace = self.namespace.clone();
+        self.admin(
+            &[
+                "delete",
+                &self.primary.clone(),
+                "first",
+                "-n",
+                &namespace,
+                "--wait=false",
+            ],
+            None,
+        )?;
+        self.eventually("the primary to be gone", || {
+            Ok(self.find(&self.primary, "first")?.is_none())
+        })?;
+        if self.name == "example-operator" {
+            let file = self
+                .env
+                .logs
+                .join("registry")
+                .join(format!("{namespace}.first.rules.yaml"));
+            if file.exists() {
+                bail!(
+                    "cleanup did not remove {} from the registry",
+                    file.display()
+                );
+            }
+        }
+        if let Some((resource, child)) = children {
+            let name = child["metadata"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned();
+            self.eventually("the garbage collector to remove the child", || {
+                Ok(self.find(&resource, &name)?.is_none())
+            })?;
+        }
+        Ok(())
+    }
+
+    /// Deletes every primary while the operator still runs (their finalizers need it), then
+    /// the namespace, so that the next operator starts on a clean cluster.
+    fn teardown(&mut self) -> Result<()> {
+        let namespace = self.namespace.clone();
+        if self.processes.is_empty() {
+            self.start("main", false)?;
+        }
+        let primary = self.primary.clone();
+        self.admin(
+            &[
+                "delete",
+                &primary,
+                "--all",
+                "-n",
+                &namespace,
+                "--timeout=60s",
+            ],
+            None,
+        )?;
+        self.stop_all();
+        self.admin(&["delete", "namespace", &namespace, "--wait=false"], None)
+    }
+
+    /// Creates a primary named `name` from the schema's least object; returns its uid.
+    fn create_primary(&self, name: &str) -> Result<String> {
+        let mut object = Value::Object(self.body.clone());
+        object["apiVersion"] = json!(self.api_version);
+        object["kind"] = json!(self.kind);
+        object["metadata"] = json!({"name": name, "namespace": self.namespace});
+        self.apply_json(&object)?;
+        self.uid(name)
+    }
+
+    fn uid(&self, name: &str) -> Result<String> {
+        let object = self.get_json(&self.primary, name)?;
+        object["metadata"]["uid"]
+            .as_str()
+            .map(str::to_owned)
+            .with_context(|| format!("{name} has no uid"))
+    }
+
+    /// Waits for a child owned by `owner` (and not the one with uid `not`); returns its
+    /// resource name and the object.
+    fn wait_child(&self, owner: &str, not: Option<&str>) -> Result<(String, Value)> {
+        let mut found = None;
+        self.eventually("a child with a controller ownerReference", || {
+            for resource in &self.owned {
+                let list =
+                    self.admin_json(&["get", resource, "-n", &self.namespace, "-o", "json"])?;
+                let items = list["items"].as_array().cloned().unwrap_or_default();
+                let child = items.into_iter().find(|item| {
+                    let references = item["metadata"]["ownerReferences"]
+                        .as_array()
+                        .cloned()
+                        .unwrap_or_default();
+                    let owned = references
+                        .iter()
+                        .any(|r| r["uid"] == owner && r["controller"] == true);
+                    owned && not.is_none_or(|old| item["metadata"]["uid"] != old)
+                });
+                if let Some(child) = child {
+                    found = Some((resource.clone(), child));
+                    return Ok(true);
+                }
+            }
+            Ok(false)
+        })?;
+        found.context("the child vanished")
+    }
+
+    /// Polls `done` until it says yes, for at most `self.patience`.
+    fn eventually(&self, what: &str, mut done: impl FnMut() -> Result<bool>) -> Result<()> {
+        let patience = self.patience;
+        let deadline = Instant::now() + patience;
+        let mut last_error = None;
+        while Instant::now() < deadline {
+            match done() {
+                Ok(true) => return Ok(()),
+                Ok(false) => {}
+                Err(error) => last_error = Some(error),
+            }
+            std::thread::sleep(Duration::from_millis(300));
+        }
+        match last_error {
+            Some(error) => bail!("waited {patience:?} for {what}; last error: {error:#}"),
+            None => bail!("waited {patience:?} for {what}"),
+        }
+    }
+
+    /// Starts a replica of the operator, with leader election or without.
+    fn start(&mut self, replica: &str, leader_election: bool) -> Result<()> {
+        let binary = self.env.workspace.join("target/debug").join(&self.name);
+        let log = self.env.logs.join(format!("{replica}.log"));
+        let registry = self.env.logs.join("registry");
+        fs::create_dir_all(&registry)?;
+        let metrics = self.next_port;
+        self.next_port += 1;
+        let output = fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log)?;
+        let child = Command::new(&binary)
+            .env("KUBECONFIG", &self.kubeconfig)
+            .env("LOG_FORMAT", "json")
+            .env("RUST_LOG", "info")
+            .env("METRICS_ADDR", format!("127.0.0.1:{metrics}"))
+            .env("POD_NAME", replica)
+            .env("POD_NAMESPACE", OPERATOR_NAMESPACE)
+            .env(
+                "LEADER_ELECTION",
+                if leader_election { "true" } else { "false" },
+            )
+            .env("RULE_REGISTRY_DIR", &registry)
+            .stdin(Stdio::null())
+            .stdout(output.try_clone()?)
+            .stderr(output)
+            .spawn()
+            .with_context(|| format!("starting {}", binary.display()))?;
+        self.processes.insert(
+            replica.to_owned(),
+            Operator {
+                child,
+                log,
+                metrics,
+            },
+        );
+        self.eventually("the operator's metrics endpoint", || {
+            Ok(self.reconciles(replica).is_ok())
+        })
+    }
+
+    fn stop(&mut self, replica: &str) {
+        if let Some(mut operator) = self.processes.remove(replica) {
+            let _ = operator.child.kill();
+            let _ = operator.child.wait();
+        }
+    }
+
+    fn stop_all(&mut self) {
+        let replicas: Vec<String> = self.processes.keys().cloned().collect();
+        for replica in replicas {
+            self.stop(&replica);
+        }
+    }
+
+    fn print_log_tails(&self) {
+        let mut logs: Vec<PathBuf> = fs::read_dir(&self.env.logs)
+            .map(|entries| entries.filter_map(|e| e.ok()).map(|e| e.path()).collect())
+            .unwrap_or_default();
+        if let Some(cluster) = &self.env.cluster {
+            logs.extend(["kube-apiserver", "kube-controller-manager"].map(|c| cluster.log(c)));
+        }
+        for log in logs
+            .iter()
+            .filter(|l| l.extension().is_some_and(|e| e == "log"))
+        {
+            println!(
+                "---- {} (last 15 lines)\n{}",
+                log.display(),
+                cluster::tail(log, 15)
+            );
+        }
+        for operator in self.processes.values() {
+            println!("(still running: {})", operator.log.display());
+        }
+    }
+
+    /// `operator_reconciles_total` of a running replica, from its metrics endpoint.
+    fn reconciles(&self, replica: &str) -> Result<u64> {
+        let operator = self.processes.get(replica).context("no such replica")?;
+        let mut stream = TcpStream::connect(("127.0.0.1", operator.metrics))?;
+        stream.set_read_timeout(Some(Duration::from_secs(5)))?;
+        stream.write_all(b"GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n")?;
+        let mut text = String::new();
+        stream.read_to_string(&mut text)?;
+        text.lines()
+            .find_map(|line| line.strip_prefix("operator_reconciles_total "))
+            .and_then(|n| n.trim().parse().ok())
+            .context("no operator_reconciles_total in the metrics")
+    }
+
+    fn find(&self, resource: &str, name: &str) -> Result<Option<Value>> {
+        let list = self.admin_json(&[
+            "get",
+            resource,
+            "-n",
+            &self.namespace,
+            "--field-selector",
+            &format!("metadata.name={name}"),
+            "-o",
+            "json",
+        ])?;
+        Ok(list["items"]
+            .as_array()
+            .and_then(|items| items.first().cloned()))
+    }
+
+    fn get_json(&self, resource: &str, name: &str) -> Result<Value> {
+        self.admin_json(&["get", resource, name, "-n", &self.namespace, "-o", "json"])
+    }
+
+    fn apply_json(&self, object: &Value) -> Result<()> {
+        let path = self.env.logs.join("object.json");
+        fs::write(&path, object.to_string())?;
+        self.admin(
+            &["apply", "--server-side", "--field-manager=e2e", "-f"],
+            Some(&path),
+        )
+    }
+
+    fn admin(&self, args: &[&str], file: Option<&Path>) -> Result<()> {
+        let mut command = self.kubectl_command(args);
+        if let Some(file) = file {
+            command.arg(file);
+        }
+        let output = command.output()?;
+        if !output.status.success() {
+            bail!(
+                "kubectl {}: {}",
+                args.join(" "),
+                String::from_utf8_lossy(&output.stderr).trim()
+            );
+        }
+        Ok(())
+    }
+
+    fn admin_output(&self, args: &[&str]) -> Result<String> {
+        let output = self.kubectl_command(args).output()?;
+        Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+    }
+
+    fn admin_json(&self, args: &[&str]) -> Result<Value> {
+        let output = self.kubectl_command(args).output()?;
+        if !output.status.success() {
+            bail!(
+                "kubectl {}: {}",
+                args.join(" "),
+                String::from_utf8_lossy(&output.stderr).trim()
+            );
+        }
+        Ok(serde_json::from_slice(&output.stdout)?)
+    }
+
+    fn kubectl_command(&self, args: &[&str]) -> Command {
+        let mut command = Command::new(&self.env.kubectl);
+        command.env("KUBECONFIG", &self.env.admin).args(args);
+        command
+    }
+}
+
+impl Env {
+    /// A kubeconfig whose user is the operator's ServiceAccount: a static token on our own
+    /// cluster, a `kubectl create token` on any other.
+    fn operator_kubeconfig(&self, name: &str) -> Result<PathBuf> {
+        if let Some(cluster) = &self.cluster {
+            return cluster.operator_kubeconfig(name);
+        }
+        let output = Command::new(&self.kubectl)
+            .env("KUBECONFIG", &self.admin)
+            .args(["config", "view", "--minify", "--raw", "-o", "json"])
+            .output()?;
+        let mut config: Value = serde_json::from_slice(&output.stdout)
+            .context("reading the cluster from KUBECONFIG")?;
+        let sa = json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": name, "namespace": OPERATOR_NAMESPACE}});
+        let path = self.logs.join("serviceaccount.json");
+        fs::write(&path, sa.to_string())?;
+        check_status(
+            Command::new(&self.kubectl)
+                .env("KUBECONFIG", &self.admin)
+                .args(["apply", "-f"])
+                .arg(&path)
+                .status()?,
+            "creating the ServiceAccount",
+        )?;
+        let token = Command::new(&self.kubectl)
+            .env("KUBECONFIG", &self.admin)
+            .args([
+                "create",
+                "token",
+                name,
+                "-n",
+                OPERATOR_NAMESPACE,
+                "--duration=2h",
+            ])
+            .output()?;
+        if !token.status.success() {
+            bail!(
+                "kubectl create token {name}: {}",
+                String::from_utf8_lossy(&token.stderr).trim()
+            );
+        }
+        config["users"] = json!([{"name": name, "user": {"token": String::from_utf8_lossy(&token.stdout).trim()}}]);
+        config["contexts"][0]["context"]["user"] = json!(name);
+        let path = self.logs.join("operator.kubeconfig");
+        fs::write(&path, config.to_string())?;
+        Ok(path)
+    }
+}
+
+/// The label key of a `watches` entry mapped by label.
+fn label_key(watched: &operator_gen::manifest::Watched) -> Option<String> {
+    match &watched.map {
+        operator_gen::manifest::MapRule::Label(key) => Some(key.clone()),
+        _ => None,
+    }
+}
+
+/// The generated rules grant no wildcard and no verb outside what an operator uses.
+fn assert_least_privilege(rbac: &Path) -> Result<()> {
+    let text = fs::read_to_string(rbac)?;
+    let allowed = [
+        "get", "list", "watch", "create", "patch", "update", "delete",
+    ];
+    for document in serde_yaml_documents(&text)? {
+        for rule in document["rules"].as_array().into_iter().flatten() {
+            for field in ["apiGroups", "resources", "verbs", "resourceNames"] {
+                if rule[field]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .any(|v| v == "*")
+                {
+                    bail!("{}: a rule grants `*` in {field}: {rule}", rbac.display());
+                }
+            }
+            for verb in rule["verbs"].as_array().into_iter().flatten() {
+                if !verb.as_str().is_some_and(|v| allowed.contains(&v)) {
+                    bail!(
+                        "{}: a rule grants {verb}, which no generated code uses",
+                        rbac.display()
+                    );
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+fn serde_yaml_documents(text: &str) -> Result<Vec<Value>> {
+    use serde::Deserialize;
+    serde_yaml::Deserializer::from_str(text)
+        .map(|document| Ok(Value::deserialize(document)?))
+        .collect()
+}
+
+fn check_status(status: std::process::ExitStatus, what: &str) -> Result<()> {
+    if !status.success() {
+        bail!("{what} failed ({status})");
+    }
+    Ok(())
+}
