@@ -26,9 +26,11 @@ use crate::cluster::{self, Cluster, OPERATOR_NAMESPACE};
 
 /// How long a behaviour gets to show. Leader election may need a Lease to expire (15s).
 const PATIENCE: Duration = Duration::from_secs(60);
-/// How long watches get to come back after the API server restarts: kube's default watcher
-/// backoff grows to 30s between attempts while the server is down.
-const RECOVERY: Duration = Duration::from_secs(150);
+/// How long watches get to come back after the API server restarts. While it shuts down
+/// (15s) and just after, while its RBAC caches fill and answer 403, every watcher fails a
+/// few times, and kube's default backoff (client-go's: 800ms doubling to 30s, reset only
+/// after 120s without errors) spaces its retries out; up to about 130s was seen.
+const RECOVERY: Duration = Duration::from_secs(300);
 
 #[derive(Args)]
 pub struct E2eArgs {
