@@ -29,7 +29,7 @@ const PATIENCE: Duration = Duration::from_secs(60);
 /// How long watches get to come back after the API server restarts. While it shuts down
 /// (15s) and just after, while its RBAC caches fill and answer 403, every watcher fails a
 /// few times, and kube's default backoff (client-go's: 800ms doubling to 30s, reset only
-/// after 120s without errors) spaces its retries out; up to about 130s was seen.
+/// after 120s without errors) spaces its retries out; up to 142s was seen.
 const RECOVERY: Duration = Duration::from_secs(300);
 
 #[derive(Args)]
