@@ -19,6 +19,15 @@ pub struct BuiltinKind {
 
 impl BuiltinKind {
     /// The kind's JSON schema, used to check manifest field paths against the real type.
+    /// `apiVersion` as objects of this kind write it: `v1`, `apps/v1`.
+    pub fn api_version(&self) -> String {
+        if self.group.is_empty() {
+            self.version.to_owned()
+        } else {
+            format!("{}/{}", self.group, self.version)
+        }
+    }
+
     pub fn schema(&self) -> Value {
         (self.schema)()
     }
@@ -110,7 +119,9 @@ mod tests {
             (cm.kind, cm.group, cm.version, cm.plural, cm.namespaced),
             ("ConfigMap", "", "v1", "configmaps", true)
         );
+        assert_eq!(cm.api_version(), "v1");
         let role = find("ClusterRole").unwrap();
+        assert_eq!(role.api_version(), "rbac.authorization.k8s.io/v1");
         assert_eq!(
             (role.group, role.namespaced),
             ("rbac.authorization.k8s.io", false)

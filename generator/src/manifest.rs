@@ -46,6 +46,10 @@ pub struct Manifest {
     /// Extra crates your tests use.
     #[serde(default)]
     pub dev_dependencies: std::collections::BTreeMap<String, DependencySpec>,
+    /// Fields written over the least object the CRD's schema allows, which the shipped tests
+    /// and `cargo xtask e2e` create: values a schema cannot give, such as a string that must
+    /// match a `pattern`.
+    pub sample: Option<serde_json::Value>,
 }
 
 /// A dependency as in Cargo.toml: a version, or a version with features.

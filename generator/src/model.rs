@@ -298,7 +298,11 @@ pub enum Archetype {
     Generic,
 }
 
-fn primary_facts(manifest_origin: &str, input: &PrimaryInput) -> Result<PrimaryFacts> {
+fn primary_facts(
+    manifest_origin: &str,
+    input: &PrimaryInput,
+    sample_overlay: Option<&serde_json::Value>,
+) -> Result<PrimaryFacts> {
     let builtin_related = |b: &k8s_catalog::BuiltinKind| Related {
         kind: b.kind.to_owned(),
         rust_path: format!("k8s_openapi::{}", b.rust_path),
@@ -393,7 +397,7 @@ fn primary_facts(manifest_origin: &str, input: &PrimaryInput) -> Result<PrimaryF
                 if primary.status_subresource && primary.status_type.is_some() {
                     primary.conditions = conditions(schema);
                 }
-                let body = serde_json::Value::Object(schema_sample::sample_body(schema));
+                let body = schema_sample::sample_with(schema, sample_overlay);
                 primary.sample_literal = Some(naming::string_literal(&body.to_string()));
             }
             primary.origin = selected.origin.clone();
@@ -510,7 +514,13 @@ pub fn analyze(
         location: format!("{manifest_origin}: field `{field}`"),
         reason,
     };
-    let facts = primary_facts(manifest_origin, input)?;
+    let facts = primary_facts(manifest_origin, input, manifest.sample.as_ref())?;
+    if manifest.sample.is_some() && facts.primary.sample_literal.is_none() {
+        return Err(bad(
+            "sample",
+            "a sample is built from an imported CRD's schema; this primary has none".to_owned(),
+        ));
+    }
     let primary = &facts.primary;
     let typed = matches!(
         facts.archetype,
@@ -756,34 +766,35 @@ pub fn analyze(
             primary.kind, primary.group, primary.version
         ),
     };
+    let has_sample =
+        facts.primary.sample_literal.is_some() || facts.archetype == Archetype::Builtin;
+    let owned_sample = owns.iter().find(|o| o.builtin && o.skeleton).cloned();
     let status_helper = facts.primary.status_subresource
         && facts.primary.status_type.is_some()
         && matches!(facts.archetype, Archetype::Imported | Archetype::Derived);
     let namespace_scoped = manifest.scope == manifest::Scope::Namespace;
-    if namespace_scoped {
-        let cluster_scoped = std::iter::once((&facts.primary.kind, facts.primary.namespaced))
-            .chain(owns.iter().map(|o| (&o.kind, o.namespaced)))
-            .chain(
-                watches
-                    .iter()
-                    .map(|w| (&w.related.kind, w.related.namespaced)),
-            )
-            .find(|(_, namespaced)| !namespaced);
-        if !typed {
-            return Err(bad(
-                "scope",
-                "`scope: namespace` is generated for typed primaries only".to_owned(),
-            ));
-        }
-        if let Some((kind, _)) = cluster_scoped {
-            return Err(bad(
-                "scope",
-                format!(
-                    "{kind} is cluster-scoped, so a namespace-scoped operator cannot watch it; \
-                     use `scope: cluster` or drop it from the manifest"
-                ),
-            ));
-        }
+    if namespace_scoped && !typed {
+        return Err(bad(
+            "scope",
+            "`scope: namespace` is generated for typed primaries only".to_owned(),
+        ));
+    }
+    let kinds = std::iter::once((&facts.primary.kind, facts.primary.namespaced))
+        .chain(owns.iter().map(|o| (&o.kind, o.namespaced)))
+        .chain(
+            watches
+                .iter()
+                .map(|w| (&w.related.kind, w.related.namespaced)),
+        );
+    let mut cluster_scoped = kinds.filter(|(_, namespaced)| !namespaced);
+    if namespace_scoped && let Some((kind, _)) = cluster_scoped.next() {
+        return Err(bad(
+            "scope",
+            format!(
+                "{kind} is cluster-scoped, so a namespace-scoped operator cannot watch it; \
+                 use `scope: cluster` or drop it from the manifest"
+            ),
+        ));
     }
     let rbac = rbac_rules(&facts, &owns, &watches, !external.is_empty(), status_helper);
     let crd_yaml = match input {
@@ -814,13 +825,12 @@ pub fn analyze(
             || (!external.is_empty() && namespaced)
             || status_helper,
         uses_resource: !owns.is_empty() || facts.primary.conditions.is_some(),
-        has_sample: facts.primary.sample_literal.is_some() || facts.archetype == Archetype::Builtin,
-        owned_sample: owns.iter().find(|o| o.builtin && o.skeleton).cloned(),
-        mock_tests: (facts.primary.sample_literal.is_some()
-            || facts.archetype == Archetype::Builtin)
+        has_sample,
+        mock_tests: has_sample
             && (!external.is_empty()
                 || facts.primary.conditions.is_some()
-                || owns.iter().any(|o| o.builtin && o.skeleton)),
+                || owned_sample.is_some()),
+        owned_sample,
         status_helper,
         owns_namespaced: owns.iter().any(|o| o.namespaced),
         owns_cluster: owns.iter().any(|o| !o.namespaced),
@@ -1240,6 +1250,17 @@ mod tests {
                 .iter()
                 .any(|r| r.resource.ends_with("/status"))
         );
+    }
+
+    #[test]
+    fn the_manifest_sample_is_written_over_the_schema_sample() {
+        let operator = analyze_with("sample: {spec: {size: 3}}").unwrap();
+        assert_eq!(
+            operator.primary.sample_literal.as_deref(),
+            Some(r#""{\"spec\":{\"size\":3}}""#)
+        );
+        let least = analyze_with("").unwrap().primary.sample_literal;
+        assert_eq!(least.as_deref(), Some(r#""{\"spec\":{}}""#));
     }
 
     #[test]

@@ -31,6 +31,28 @@ pub fn sample_body(root: &JSONSchemaProps) -> Map<String, Value> {
     body
 }
 
+/// [`sample_body`] with `overlay` written over it: the manifest's `sample:`, for values a
+/// schema cannot give (a string that must match a `pattern`, a reference that must resolve).
+pub fn sample_with(root: &JSONSchemaProps, overlay: Option<&Value>) -> Value {
+    let mut body = Value::Object(sample_body(root));
+    if let Some(overlay) = overlay {
+        merge(&mut body, overlay);
+    }
+    body
+}
+
+/// Writes `overlay` over `base`: objects merge key by key, anything else replaces.
+fn merge(base: &mut Value, overlay: &Value) {
+    match (base, overlay) {
+        (Value::Object(base), Value::Object(overlay)) => {
+            for (key, value) in overlay {
+                merge(base.entry(key.clone()).or_insert(Value::Null), value);
+            }
+        }
+        (base, overlay) => *base = overlay.clone(),
+    }
+}
+
 /// The least value `schema` accepts.
 pub fn sample(schema: &JSONSchemaProps) -> Value {
     if let Some(default) = &schema.default {
@@ -171,6 +193,30 @@ mod tests {
         assert_eq!(
             Value::Object(sample_body(&root)),
             json!({"mesh": "default", "spec": {}})
+        );
+    }
+
+    #[test]
+    fn the_overlay_sets_what_the_schema_cannot_and_keeps_the_rest() {
+        let root = schema(json!({
+            "type": "object",
+            "properties": {"spec": {
+                "type": "object",
+                "required": ["host", "port"],
+                "properties": {
+                    "host": {"type": "string", "pattern": "^[a-z]+\\.example\\.com$"},
+                    "port": {"type": "integer", "minimum": 1}
+                }
+            }}
+        }));
+        let overlay = json!({"spec": {"host": "api.example.com"}});
+        assert_eq!(
+            sample_with(&root, Some(&overlay)),
+            json!({"spec": {"host": "api.example.com", "port": 1}})
+        );
+        assert_eq!(
+            sample_with(&root, None),
+            json!({"spec": {"host": "", "port": 1}})
         );
     }
 

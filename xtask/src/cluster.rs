@@ -111,11 +111,16 @@ impl Cluster {
         self.state.join("logs").join(format!("{component}.log"))
     }
 
-    /// The cached binaries, built first when missing.
-    pub fn binaries(&self) -> Result<PathBuf> {
+    /// Where the cached binaries live, whether or not they are there yet.
+    fn bin_dir(&self) -> PathBuf {
         let cache = std::env::var_os("OPERATOR_GEN_CACHE")
             .map_or_else(|| PathBuf::from("/var/cache/operator-gen"), PathBuf::from);
-        let bin = cache.join(format!("kubernetes-{KUBERNETES_VERSION}"));
+        cache.join(format!("kubernetes-{KUBERNETES_VERSION}"))
+    }
+
+    /// The cached binaries, built first when missing.
+    pub fn binaries(&self) -> Result<PathBuf> {
+        let bin = self.bin_dir();
         let complete = ["kube-apiserver", "kube-controller-manager", "kubectl"]
             .iter()
             .all(|b| bin.join(b).exists())
@@ -146,10 +151,8 @@ impl Cluster {
 
     /// Whether the API server answers `/readyz`.
     pub fn is_ready(&self) -> bool {
-        let Ok(kubectl) = self.kubectl() else {
-            return false;
-        };
-        Command::new(kubectl)
+        // Only asks: `status` must not start a build.
+        Command::new(self.bin_dir().join("kubectl"))
             .args(["get", "--raw", "/readyz", "--request-timeout=2s"])
             .env("KUBECONFIG", self.admin_kubeconfig())
             .stdout(Stdio::null())
@@ -236,7 +239,7 @@ impl Cluster {
         let admin_token = format!("admin-{}", nonce());
         let mut tokens = format!("{admin_token},admin,admin,\"system:masters\"\n");
         self.write_kubeconfig(&self.admin_kubeconfig(), "admin", &admin_token)?;
-        for name in operator_crates(&self.workspace)? {
+        for OperatorCrate { name, .. } in operator_crates(&self.workspace)? {
             let token = format!("{name}-{}", nonce());
             let user = format!("system:serviceaccount:{OPERATOR_NAMESPACE}:{name}");
             tokens.push_str(&format!(
@@ -371,24 +374,34 @@ impl Cluster {
     }
 }
 
+/// An operator crate of the workspace.
+pub struct OperatorCrate {
+    /// Its package name, which is also its ServiceAccount's name.
+    pub name: String,
+    pub dir: PathBuf,
+}
+
 /// The operator crates of the workspace: `example-operator` and every crate in `generated/`,
-/// by package name (which is also their ServiceAccount's name).
-pub fn operator_crates(workspace: &Path) -> Result<Vec<String>> {
+/// sorted by name.
+pub fn operator_crates(workspace: &Path) -> Result<Vec<OperatorCrate>> {
     let mut dirs = vec![workspace.join("example-operator")];
     for entry in fs::read_dir(workspace.join("generated"))? {
         dirs.push(entry?.path());
     }
-    let mut names = Vec::new();
+    let mut crates = Vec::new();
     for dir in dirs {
         if dir.join("deploy/rbac.yaml").exists() {
-            names.push(package_name(&dir)?);
+            crates.push(OperatorCrate {
+                name: package_name(&dir)?,
+                dir,
+            });
         }
     }
-    names.sort();
-    Ok(names)
+    crates.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok(crates)
 }
 
-pub fn package_name(dir: &Path) -> Result<String> {
+fn package_name(dir: &Path) -> Result<String> {
     let manifest = dir.join("Cargo.toml");
     let text =
         fs::read_to_string(&manifest).with_context(|| format!("reading {}", manifest.display()))?;

@@ -22,7 +22,7 @@ use clap::Args;
 use operator_gen::{Manifest, Selection, crd_document, k8s_catalog, schema_sample};
 use serde_json::{Value, json};
 
-use crate::cluster::{self, Cluster, OPERATOR_NAMESPACE};
+use crate::cluster::{self, Cluster, OPERATOR_NAMESPACE, OperatorCrate};
 
 /// How long a behaviour gets to show. Leader election may need a Lease to expire (15s).
 const PATIENCE: Duration = Duration::from_secs(60);
@@ -57,16 +57,16 @@ pub fn run(args: E2eArgs) -> Result<std::process::ExitCode> {
         println!("phase start-control-plane: skipped, using the cluster in KUBECONFIG");
         PathBuf::from(std::env::var_os("KUBECONFIG").unwrap_or_default())
     };
-    let crates: Vec<String> = cluster::operator_crates(&workspace)?
+    let crates: Vec<OperatorCrate> = cluster::operator_crates(&workspace)?
         .into_iter()
-        .filter(|c| args.only.is_empty() || args.only.contains(c))
+        .filter(|c| args.only.is_empty() || args.only.contains(&c.name))
         .collect();
 
     let started = Instant::now();
     let mut build = Command::new(env!("CARGO"));
     build.args(["build", "--quiet", "--bins"]);
-    for name in &crates {
-        build.args(["-p", name]);
+    for operator in &crates {
+        build.args(["-p", &operator.name]);
     }
     check_status(
         build.current_dir(&workspace).status()?,
@@ -80,15 +80,16 @@ pub fn run(args: E2eArgs) -> Result<std::process::ExitCode> {
     }
     let started = Instant::now();
     let (mut passed, mut failed) = (0, 0);
-    for name in &crates {
+    for operator in crates {
+        let name = operator.name.clone();
         let env = Env {
             kubectl: kubectl.clone(),
             admin: admin.clone(),
             workspace: workspace.clone(),
-            logs: logs.join(name),
+            logs: logs.join(&name),
             cluster: own_cluster.then(|| Cluster::new(workspace.clone())),
         };
-        let mut suite = Suite::new(env, name)?;
+        let mut suite = Suite::new(env, operator)?;
         let mut results = suite.run();
         results.push(("leaves nothing behind", suite.timed(Suite::teardown)));
         suite.stop_all();
@@ -139,11 +140,15 @@ struct Suite {
     primary: String,
     api_version: String,
     kind: String,
-    body: serde_json::Map<String, Value>,
+    /// The primary's body: the schema's least object with the manifest's `sample:` over it.
+    body: Value,
     /// Owned built-in kinds, as kubectl resource names.
     owned: Vec<String>,
     namespace: String,
     kubeconfig: PathBuf,
+    /// example-operator's outside rule registry, a folder this test can write to. A generated
+    /// skeleton's poll hook returns nothing, so it has no trigger to fire.
+    registry: Option<PathBuf>,
     processes: BTreeMap<String, Operator>,
     next_port: u16,
     /// How long [`Suite::eventually`] waits.
@@ -155,8 +160,16 @@ struct Suite {
 /// A running operator process.
 struct Operator {
     child: Child,
-    log: PathBuf,
     metrics: u16,
+}
+
+/// An owned child, as found through its ownerReference.
+struct OwnedChild {
+    /// kubectl's name for its resource (`configmaps`).
+    resource: String,
+    name: String,
+    uid: String,
+    object: Value,
 }
 
 type Outcome = Result<Verdict>;
@@ -171,12 +184,8 @@ enum Verdict {
 type Check = (&'static str, fn(&mut Suite) -> Result<()>);
 
 impl Suite {
-    fn new(env: Env, name: &str) -> Result<Self> {
-        let dir = if env.workspace.join("generated").join(name).exists() {
-            env.workspace.join("generated").join(name)
-        } else {
-            env.workspace.join(name)
-        };
+    fn new(env: Env, operator: OperatorCrate) -> Result<Self> {
+        let OperatorCrate { name, dir } = operator;
         let manifest = Manifest::load(&dir.join("operator.yaml"))?;
         let crd_path = dir.join("deploy/crd.yaml");
         let bytes =
@@ -187,7 +196,7 @@ impl Suite {
         let schema = selected
             .schema()
             .with_context(|| format!("{origin} has no schema"))?;
-        let body = schema_sample::sample_body(schema);
+        let body = schema_sample::sample_with(schema, manifest.sample.as_ref());
         let crd = &selected.crd;
         let owned = manifest
             .owns
@@ -202,13 +211,15 @@ impl Suite {
             })
             .collect();
         fs::create_dir_all(&env.logs)?;
-        let kubeconfig = env.operator_kubeconfig(name)?;
+        let kubeconfig = env.operator_kubeconfig(&name)?;
+        let registry = (name == "example-operator").then(|| env.logs.join("registry"));
         Ok(Self {
-            name: name.to_owned(),
+            registry,
             primary: selected.name().to_owned(),
             api_version: format!("{}/{}", crd.spec.group, selected.version().name),
             kind: crd.spec.names.kind.clone(),
             namespace: format!("e2e-{name}"),
+            name,
             body,
             owned,
             manifest,
@@ -248,9 +259,7 @@ impl Suite {
                 Self::watched_change,
             ));
         }
-        if self.name == "example-operator" {
-            // Its external registry is a folder the test can write to; a generated skeleton's
-            // poll hook returns nothing, so there is nothing to fire.
+        if self.registry.is_some() {
             checks.push((
                 "an external trigger reconciles the primary",
                 Self::external_trigger,
@@ -336,12 +345,11 @@ impl Suite {
                 &user,
                 "-A",
             ])?;
-            if answer.trim() != "no" {
-                bail!(
-                    "{user} may {} {}: the generated RBAC grants too much",
-                    forbidden[0],
-                    forbidden[1]
-                );
+            let [verb, resource] = forbidden;
+            match answer.trim() {
+                "no" => {}
+                "yes" => bail!("{user} may {verb} {resource}: the generated RBAC grants too much"),
+                other => bail!("kubectl auth can-i {verb} {resource} answered {other:?}"),
             }
         }
         self.start("main", false)
@@ -353,38 +361,32 @@ impl Suite {
     }
 
     fn deleted_child_restored(&mut self) -> Result<()> {
-        let uid = self.uid("first")?;
-        let (resource, child) = self.wait_child(&uid, None)?;
-        let old_uid = child["metadata"]["uid"]
-            .as_str()
-            .unwrap_or_default()
-            .to_owned();
-        let name = child["metadata"]["name"]
-            .as_str()
-            .unwrap_or_default()
-            .to_owned();
+        let owner = self.uid("first")?;
+        let child = self.wait_child(&owner, None)?;
+        let namespace = self.namespace.clone();
         self.admin(
             &[
                 "delete",
-                &resource,
-                &name,
+                &child.resource,
+                &child.name,
                 "-n",
-                &self.namespace.clone(),
+                &namespace,
                 "--wait=false",
             ],
             None,
         )?;
-        self.wait_child(&uid, Some(&old_uid)).map(drop)
+        self.wait_child(&owner, Some(&child.uid)).map(drop)
     }
 
     fn edited_child_restored(&mut self) -> Result<()> {
-        let uid = self.uid("first")?;
-        let (resource, child) = self.wait_child(&uid, None)?;
-        let name = child["metadata"]["name"]
-            .as_str()
-            .unwrap_or_default()
-            .to_owned();
-        let (field, original) = match child.get("data").and_then(Value::as_object) {
+        let owner = self.uid("first")?;
+        let OwnedChild {
+            resource,
+            name,
+            object,
+            ..
+        } = self.wait_child(&owner, None)?;
+        let (field, original) = match object.get("data").and_then(Value::as_object) {
             Some(data) if !data.is_empty() => {
                 let (key, value) = data
                     .iter()
@@ -420,20 +422,18 @@ impl Suite {
     }
 
     fn watched_change(&mut self) -> Result<()> {
-        let Some((kind, key)) = self
+        let (kind, key) = self
             .manifest
             .watches
             .iter()
             .find_map(|w| label_key(w).map(|k| (w.kind.clone(), k)))
-        else {
-            return Ok(());
-        };
+            .context("no watch is mapped by label")?;
         let before = self.reconciles("main")?;
         let Some(builtin) = k8s_catalog::find(&kind) else {
             bail!("watched kind {kind} is not built in; this check creates built-in kinds only");
         };
         let object = json!({
-            "apiVersion": if builtin.group.is_empty() { builtin.version.to_owned() } else { format!("{}/{}", builtin.group, builtin.version) },
+            "apiVersion": builtin.api_version(),
             "kind": builtin.kind,
             "metadata": {"name": "watched", "namespace": self.namespace, "labels": {key: "first"}},
         });
@@ -444,7 +444,7 @@ impl Suite {
     }
 
     fn external_trigger(&mut self) -> Result<()> {
-        let registry = self.env.logs.join("registry");
+        let registry = self.registry.clone().context("no registry to trigger")?;
         let file = registry.join(format!("{}.first.rules.yaml", self.namespace));
         self.eventually("the rule in the registry", || Ok(file.exists()))?;
         let before = self.reconciles("main")?;
@@ -513,7 +513,7 @@ impl Suite {
 
     fn deletion(&mut self) -> Result<()> {
         let uid = self.uid("first")?;
-        let children = if self.owned.is_empty() {
+        let child = if self.owned.is_empty() {
             None
         } else {
             Some(self.wait_child(&uid, None)?)
@@ -543,12 +543,8 @@ impl Suite {
         self.eventually("the primary to be gone", || {
             Ok(self.find(&self.primary, "first")?.is_none())
         })?;
-        if self.name == "example-operator" {
-            let file = self
-                .env
-                .logs
-                .join("registry")
-                .join(format!("{namespace}.first.rules.yaml"));
+        if let Some(registry) = &self.registry {
+            let file = registry.join(format!("{namespace}.first.rules.yaml"));
             if file.exists() {
                 bail!(
                     "cleanup did not remove {} from the registry",
@@ -556,13 +552,9 @@ impl Suite {
                 );
             }
         }
-        if let Some((resource, child)) = children {
-            let name = child["metadata"]["name"]
-                .as_str()
-                .unwrap_or_default()
-                .to_owned();
+        if let Some(child) = child {
             self.eventually("the garbage collector to remove the child", || {
-                Ok(self.find(&resource, &name)?.is_none())
+                Ok(self.find(&child.resource, &child.name)?.is_none())
             })?;
         }
         Ok(())
@@ -593,7 +585,7 @@ impl Suite {
 
     /// Creates a primary named `name` from the schema's least object; returns its uid.
     fn create_primary(&self, name: &str) -> Result<String> {
-        let mut object = Value::Object(self.body.clone());
+        let mut object = self.body.clone();
         object["apiVersion"] = json!(self.api_version);
         object["kind"] = json!(self.kind);
         object["metadata"] = json!({"name": name, "namespace": self.namespace});
@@ -609,9 +601,9 @@ impl Suite {
             .with_context(|| format!("{name} has no uid"))
     }
 
-    /// Waits for a child owned by `owner` (and not the one with uid `not`); returns its
-    /// resource name and the object.
-    fn wait_child(&self, owner: &str, not: Option<&str>) -> Result<(String, Value)> {
+    /// Waits for a child with a controller ownerReference to `owner` (and not the one with
+    /// uid `not`).
+    fn wait_child(&self, owner: &str, not: Option<&str>) -> Result<OwnedChild> {
         let mut found = None;
         self.eventually("a child with a controller ownerReference", || {
             for resource in &self.owned {
@@ -628,8 +620,19 @@ impl Suite {
                         .any(|r| r["uid"] == owner && r["controller"] == true);
                     owned && not.is_none_or(|old| item["metadata"]["uid"] != old)
                 });
-                if let Some(child) = child {
-                    found = Some((resource.clone(), child));
+                if let Some(object) = child {
+                    let text = |field: &str| {
+                        object["metadata"][field]
+                            .as_str()
+                            .unwrap_or_default()
+                            .to_owned()
+                    };
+                    found = Some(OwnedChild {
+                        resource: resource.clone(),
+                        name: text("name"),
+                        uid: text("uid"),
+                        object,
+                    });
                     return Ok(true);
                 }
             }
@@ -661,15 +664,18 @@ impl Suite {
     fn start(&mut self, replica: &str, leader_election: bool) -> Result<()> {
         let binary = self.env.workspace.join("target/debug").join(&self.name);
         let log = self.env.logs.join(format!("{replica}.log"));
-        let registry = self.env.logs.join("registry");
-        fs::create_dir_all(&registry)?;
         let metrics = self.next_port;
         self.next_port += 1;
         let output = fs::OpenOptions::new()
             .create(true)
             .append(true)
             .open(&log)?;
-        let child = Command::new(&binary)
+        let mut command = Command::new(&binary);
+        if let Some(registry) = &self.registry {
+            fs::create_dir_all(registry)?;
+            command.env("RULE_REGISTRY_DIR", registry);
+        }
+        let child = command
             .env("KUBECONFIG", &self.kubeconfig)
             .env("LOG_FORMAT", "json")
             .env("RUST_LOG", "info")
@@ -680,20 +686,13 @@ impl Suite {
                 "LEADER_ELECTION",
                 if leader_election { "true" } else { "false" },
             )
-            .env("RULE_REGISTRY_DIR", &registry)
             .stdin(Stdio::null())
             .stdout(output.try_clone()?)
             .stderr(output)
             .spawn()
             .with_context(|| format!("starting {}", binary.display()))?;
-        self.processes.insert(
-            replica.to_owned(),
-            Operator {
-                child,
-                log,
-                metrics,
-            },
-        );
+        self.processes
+            .insert(replica.to_owned(), Operator { child, metrics });
         self.eventually("the operator's metrics endpoint", || {
             Ok(self.reconciles(replica).is_ok())
         })
@@ -729,9 +728,6 @@ impl Suite {
                 log.display(),
                 cluster::tail(log, 15)
             );
-        }
-        for operator in self.processes.values() {
-            println!("(still running: {})", operator.log.display());
         }
     }
 
