@@ -57,7 +57,7 @@ fn whole_pipeline(path: &Path) {
         manifest_path: None,
         crd: Some(CrdSource::File(path.to_owned())),
         selection: Selection::default(),
-        command: "cargo xtask gen".to_owned(),
+        flags: Default::default(),
     };
     std::hint::black_box(operator_gen::generate(&request).expect("generation"));
 }

@@ -41,8 +41,9 @@ impl Job {
         }
     }
 
-    /// The command line that reproduces this job, quoted in generated headers. It is built from
-    /// the job rather than taken from argv, so it is the same however the run was started.
+    /// The command line that reproduces this job, for messages to the person who ran it. It is
+    /// built from the job rather than taken from argv. Generated files name only the flags,
+    /// never their paths ([`crate::model::CommandFlags`]).
     pub fn command(&self) -> String {
         let mut command = String::from("cargo xtask gen");
         let manifest = self.manifest.as_ref().map(|p| p.display().to_string());
@@ -84,7 +85,12 @@ impl Job {
                 crd: self.kind.clone(),
                 version: self.version.clone(),
             },
-            command: self.command(),
+            flags: crate::model::CommandFlags {
+                crd: self.crd.is_some(),
+                kind: self.kind.is_some(),
+                version: self.version.is_some(),
+                manifest: self.manifest.is_some(),
+            },
         })
     }
 

@@ -12,7 +12,7 @@ pub struct BuiltinKind {
     pub version: &'static str,
     pub plural: &'static str,
     pub namespaced: bool,
-    /// Path of the type under `k8s_openapi::`, for generated `use` lines.
+    /// Path of the type (`k8s_openapi::api::core::v1::ConfigMap`), for generated `use` lines.
     pub rust_path: &'static str,
     schema: fn() -> Value,
 }
@@ -64,7 +64,7 @@ macro_rules! catalog {
         pub fn all() -> Vec<BuiltinKind> {
             vec![$(
                 entry::<k8s_openapi::api::$module::$version::$kind>(
-                    concat!("api::", stringify!($module), "::", stringify!($version), "::", stringify!($kind)),
+                    concat!("k8s_openapi::api::", stringify!($module), "::", stringify!($version), "::", stringify!($kind)),
                 ),
             )*]
         }

@@ -6,7 +6,8 @@
 //! relations, [`model`] analyzes both into a typed model (running kopium through
 //! [`rust_types`] and deciding every name in [`naming`]), [`render`] turns the model into a
 //! [`write_plan::Plan`] through the Tera templates in `templates/`, and
-//! [`write_plan`] is the only code that touches disk. [`generate`] strings them together,
+//! [`write_plan`] is the only code that touches disk. Text from the inputs reaches files only
+//! as [`text`]'s escaped values, which [`render`] enforces. [`generate`] strings them together,
 //! [`job::Job`] is the command-line view of a run, and [`scaffold`] starts a new crate
 //! (its manifest, then a first run). [`k8s_catalog`], [`schema_path`] and [`schema_sample`]
 //! answer questions about built-in kinds, field paths and least valid objects for the model.
@@ -22,8 +23,10 @@ pub mod naming;
 pub mod render;
 pub mod rust_types;
 pub mod scaffold;
+pub mod schema_check;
 pub mod schema_path;
 pub mod schema_sample;
+pub mod text;
 pub mod write_plan;
 
 use std::path::{Path, PathBuf};
@@ -48,8 +51,8 @@ pub struct Request {
     pub crd: Option<CrdSource>,
     /// Overrides `primary.kind` / `primary.version` in the manifest.
     pub selection: Selection,
-    /// The command that reproduces this run, written into generated headers.
-    pub command: String,
+    /// Which flags the command line gave, for the regenerate command in generated headers.
+    pub flags: model::CommandFlags,
 }
 
 /// What a generation produced before it touched disk.
@@ -135,16 +138,12 @@ pub fn generate(request: &Request) -> Result<Generated> {
             });
         }
     }
-    let provenance = model::Provenance {
-        command: request.command.clone(),
-        generator_version: env!("CARGO_PKG_VERSION").to_owned(),
-    };
     let operator = model::analyze(
         &request.manifest_origin(),
         manifest,
         &input,
         &related,
-        provenance,
+        request.flags,
     )?;
     let plan = render::render(&operator)?;
     Ok(Generated { plan, operator })

@@ -1,8 +1,14 @@
-//! Every identifier and literal that reaches generated Rust is decided here, so that text
-//! from a CRD or a manifest can never become code: names are validated or converted, and
-//! strings are emitted only as escaped literals.
+//! Every identifier that reaches generated Rust is decided here, from names that come from a
+//! CRD or a manifest: converted to the right case, stripped to ASCII, kept off keywords and
+//! reserved names, and made unique where two could collide. Each comes out as a
+//! [`text::Ident`](crate::text::Ident), which the Rust parser has accepted; the text itself
+//! reaches generated files only through [`crate::text`]'s escaped forms.
 
-use heck::{ToSnakeCase, ToUpperCamelCase};
+use std::collections::BTreeSet;
+
+use heck::{ToShoutySnakeCase, ToSnakeCase, ToUpperCamelCase};
+
+use crate::text::Ident;
 
 /// Rust's strict and reserved keywords, which cannot be plain identifiers.
 const KEYWORDS: &[&str] = &[
@@ -13,25 +19,57 @@ const KEYWORDS: &[&str] = &[
     "typeof", "unsafe", "unsized", "use", "virtual", "where", "while", "yield",
 ];
 
-/// A Rust string literal with the same value as `text`, whatever `text` holds.
-pub fn string_literal(text: &str) -> String {
-    // `Debug` for `str` escapes quotes, backslashes and control characters, which is exactly
-    // the grammar of a Rust string literal.
-    format!("{text:?}")
+/// Names cargo or the platform keep for themselves, which a package cannot take: the
+/// folders of a target directory, Windows device names, and the standard crates.
+const RESERVED_CRATE_NAMES: &[&str] = &[
+    "deps",
+    "examples",
+    "build",
+    "incremental",
+    "debug",
+    "release",
+    "doc",
+    "test",
+    "bench",
+    "std",
+    "core",
+    "alloc",
+    "proc_macro",
+    "proc-macro",
+    "crdgen",
+    "con",
+    "prn",
+    "aux",
+    "nul",
+    "com1",
+    "com2",
+    "com3",
+    "com4",
+    "com5",
+    "com6",
+    "com7",
+    "com8",
+    "com9",
+    "lpt1",
+    "lpt2",
+    "lpt3",
+    "lpt4",
+    "lpt5",
+    "lpt6",
+    "lpt7",
+    "lpt8",
+    "lpt9",
+];
+
+/// `candidate` as an identifier. The builders below only make valid ones; should one ever
+/// not be, a placeholder name is better than text the parser refused becoming code.
+fn ident(candidate: &str) -> Ident {
+    Ident::parse(candidate).unwrap_or_else(Ident::placeholder)
 }
 
-/// A TOML basic string with the value `text`. JSON string syntax is a subset of TOML's
-/// basic-string syntax, so serde_json's quoting is exact.
-pub fn toml_string(text: &str) -> String {
-    serde_json::Value::from(text).to_string()
-}
-
-/// `snake_case` form of `text` as a safe identifier: keywords get a trailing underscore and
-/// anything that does not start with a letter gets a leading one.
-pub fn snake_ident(text: &str) -> String {
-    let snake: String = text
-        .to_snake_case()
-        .chars()
+/// ASCII letters, digits and `_` only, every other character becoming `_`.
+fn ascii_word(text: &str) -> String {
+    text.chars()
         .map(|c| {
             if c.is_ascii_alphanumeric() || c == '_' {
                 c
@@ -39,55 +77,107 @@ pub fn snake_ident(text: &str) -> String {
                 '_'
             }
         })
-        .collect();
-    let snake = if snake.starts_with(|c: char| c.is_ascii_alphabetic()) {
+        .collect()
+}
+
+/// `snake_case` form of `text` as an identifier: keywords get a trailing underscore and
+/// anything that does not start with a letter gets a leading one.
+pub fn snake_ident(text: &str) -> Ident {
+    let snake = ascii_word(&text.to_snake_case());
+    let snake = if snake.chars().all(|c| c == '_') {
+        "unnamed".to_owned()
+    } else if snake.starts_with(|c: char| c.is_ascii_alphabetic()) {
         snake
     } else {
         format!("_{snake}")
     };
     if KEYWORDS.contains(&snake.as_str()) {
-        format!("{snake}_")
+        ident(&format!("{snake}_"))
     } else {
-        snake
+        ident(&snake)
     }
 }
 
-/// `UpperCamelCase` form, as kopium names a CRD's root type.
-pub fn type_name(kind: &str) -> String {
-    kind.to_upper_camel_case()
+/// `SCREAMING_SNAKE_CASE` form of `text`, for constants.
+pub fn const_ident(text: &str) -> Ident {
+    let shouty = ascii_word(&text.to_shouty_snake_case());
+    if shouty.starts_with(|c: char| c.is_ascii_alphabetic()) {
+        ident(&shouty)
+    } else {
+        ident(&format!("X_{}", shouty.trim_start_matches('_')))
+    }
+}
+
+/// Module names in one namespace, handed out in order: snake case, and numbered where two
+/// would be the same module (versions `v1-beta` and `v1--beta`, or a related kind `V1`
+/// beside version `v1`).
+#[derive(Debug, Default)]
+pub struct ModuleNames {
+    taken: BTreeSet<String>,
+}
+
+impl ModuleNames {
+    /// The module name for `name`, distinct from every one handed out before.
+    pub fn name(&mut self, name: &str) -> Ident {
+        let base = snake_ident(name).to_string();
+        ident(&unique(base, &mut self.taken, |base, n| {
+            format!("{}_{n}", base.trim_end_matches('_'))
+        }))
+    }
+}
+
+/// `UpperCamelCase` form of `name` in ASCII, as a type name: kopium names types after
+/// properties, which may hold any character (`x²`).
+pub fn type_name(name: &str) -> String {
+    let camel: String = name
+        .to_upper_camel_case()
+        .chars()
+        .filter(char::is_ascii_alphanumeric)
+        .collect();
+    match camel.chars().next() {
+        None => "Unnamed".to_owned(),
+        Some(c) if c.is_ascii_alphabetic() => camel,
+        Some(_) => format!("T{camel}"),
+    }
 }
 
 /// `name`, or `name` with a `Resource` suffix when it would shadow a type the generated code
-/// refers to (a CRD kind called `Option` or `String`).
+/// refers to (a CRD kind called `Option` or `String`) or is the keyword `Self`.
 pub fn unreserved(name: &str, reserved: &[&str]) -> String {
-    if reserved.contains(&name) {
+    if name == "Self" || reserved.contains(&name) {
         format!("{name}Resource")
     } else {
         name.to_owned()
     }
 }
 
+/// A type identifier for `name`: [`type_name`], kept off `reserved`.
+pub fn type_ident(name: &str, reserved: &[&str]) -> Ident {
+    ident(&unreserved(&type_name(name), reserved))
+}
+
 /// Field identifiers for struct members, in order: snake case, keywords made raw (or given
 /// a trailing `_` where a raw identifier is not allowed), and names that collide after case
 /// conversion (`fooBar` beside `foo_bar`) numbered. Callers add a serde rename whenever the
 /// identifier differs from the property name.
-pub fn field_names(members: &[kopium::Member]) -> Vec<String> {
-    let mut taken = std::collections::BTreeSet::new();
+pub fn field_names(members: &[kopium::Member]) -> Vec<Ident> {
+    let mut taken = BTreeSet::new();
     members
         .iter()
         .map(|member| {
             let base = field_ident(&member.name);
-            unique(base, &mut taken, |base, n| {
+            let unique = unique(base, &mut taken, |base, n| {
                 format!("{}_{n}", base.trim_end_matches('_'))
-            })
+            });
+            ident(&unique)
         })
         .collect()
 }
 
 /// Enum variant identifiers for string enum values: UpperCamelCase, a prefix where the value
 /// does not start with a letter, and numbers for values that collide (`Foo` beside `foo`).
-pub fn variant_names(members: &[kopium::Member]) -> Vec<String> {
-    let mut taken = std::collections::BTreeSet::new();
+pub fn variant_names(members: &[kopium::Member]) -> Vec<Ident> {
+    let mut taken = BTreeSet::new();
     members
         .iter()
         .map(|member| {
@@ -102,14 +192,14 @@ pub fn variant_names(members: &[kopium::Member]) -> Vec<String> {
                 Some(c) if c.is_ascii_alphabetic() => camel,
                 Some(_) => format!("V{camel}"),
             };
-            unique(base, &mut taken, |base, n| format!("{base}{n}"))
+            ident(&unique(base, &mut taken, |base, n| format!("{base}{n}")))
         })
         .collect()
 }
 
 fn unique(
     base: String,
-    taken: &mut std::collections::BTreeSet<String>,
+    taken: &mut BTreeSet<String>,
     numbered: impl Fn(&str, usize) -> String,
 ) -> String {
     let mut name = base.clone();
@@ -228,8 +318,25 @@ pub fn default_crate_name(kind: &str) -> String {
     format!("{}-controller", kind.to_lowercase())
 }
 
-/// Checks a crate name against what cargo accepts, returning why not.
+/// Checks a crate name, returning why not. It also names the operator's ServiceAccount,
+/// roles, Lease and Deployment, so it must be a Kubernetes object name as well as a package
+/// name: a lowercase DNS label, and none that Rust, cargo or the platform keep.
 pub fn check_crate_name(name: &str) -> Result<(), String> {
+    if !is_dns_label(name) {
+        return Err(format!(
+            "{name:?} is not a valid operator name: use lowercase letters, digits and `-`, starting with a letter, at most 63 characters (it names the crate and the operator's Kubernetes objects)"
+        ));
+    }
+    if KEYWORDS.contains(&name) || RESERVED_CRATE_NAMES.contains(&name) {
+        return Err(format!(
+            "{name:?} is reserved (by Rust, cargo or the platform) and cannot be a crate name; choose another `name:`"
+        ));
+    }
+    Ok(())
+}
+
+/// Checks the name of an extra dependency against what cargo accepts as a package name.
+pub fn check_dependency_name(name: &str) -> Result<(), String> {
     let ok_chars = name
         .chars()
         .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
@@ -238,9 +345,6 @@ pub fn check_crate_name(name: &str) -> Result<(), String> {
         return Err(format!(
             "{name:?} is not a valid crate name: use ASCII letters, digits, `-` and `_`, starting with a letter, at most 64 characters"
         ));
-    }
-    if KEYWORDS.contains(&name) || name == "test" {
-        return Err(format!("{name:?} is reserved and cannot be a crate name"));
     }
     Ok(())
 }
@@ -318,7 +422,7 @@ mod tests {
             "*/ \n\t\u{0}",
             "é ✓",
         ] {
-            let literal: syn::LitStr = syn::parse_str(&string_literal(text)).unwrap();
+            let literal: syn::LitStr = syn::parse_str(&crate::text::Text::from(text).rs()).unwrap();
             assert_eq!(literal.value(), text);
         }
     }
@@ -330,7 +434,7 @@ mod tests {
         assert_eq!(snake_ident("Self"), "self_");
         assert_eq!(snake_ident("3d"), "_3d");
         for name in ["ConfigMap", "self", "crate", "x-y.z"] {
-            syn::parse_str::<syn::Ident>(&snake_ident(name)).unwrap();
+            syn::parse_str::<syn::Ident>(snake_ident(name).as_str()).unwrap();
         }
     }
 
@@ -339,6 +443,14 @@ mod tests {
         assert!(check_crate_name("prometheusrule-controller").is_ok());
         assert!(check_crate_name("9lives").is_err());
         assert!(check_crate_name("a b").is_err());
+        assert!(check_crate_name("My_Operator").is_err());
+        for reserved in ["deps", "build", "test", "std", "crdgen", "con", "self"] {
+            let err = check_crate_name(reserved).unwrap_err();
+            assert!(
+                err.contains("reserved") || err.contains("not a valid"),
+                "{reserved}: {err}"
+            );
+        }
         assert!(check_external_name("rule-registry").is_ok());
         assert!(check_external_name("Rule_Registry").is_err());
         assert!(check_label_key("monitoring.example.com/rule").is_ok());
@@ -378,7 +490,7 @@ mod tests {
             ]
         );
         for name in names {
-            syn::parse_str::<syn::Ident>(&name).unwrap_or_else(|e| panic!("{name}: {e}"));
+            syn::parse_str::<syn::Ident>(name.as_str()).unwrap_or_else(|e| panic!("{name}: {e}"));
         }
     }
 
@@ -389,6 +501,26 @@ mod tests {
             names,
             ["Foo", "Foo2", "Foo3", "V1", "Empty", "AB", "Empty2", "Mod"]
         );
+    }
+
+    #[test]
+    fn type_names_are_ascii_and_kept_off_keywords() {
+        assert_eq!(type_name("x²"), "X");
+        assert_eq!(type_name("WidgetSpecX²Y"), "WidgetSpecXy");
+        assert_eq!(type_name("3d"), "T3d");
+        assert_eq!(type_name("²"), "Unnamed");
+        assert_eq!(type_ident("Self", &[]), "SelfResource");
+        assert_eq!(type_ident("Option", &["Option"]), "OptionResource");
+    }
+
+    #[test]
+    fn modules_in_one_namespace_never_collide() {
+        let mut modules = ModuleNames::default();
+        let names: Vec<Ident> = ["v1-beta", "v1--beta", "v1", "V1", "mod"]
+            .into_iter()
+            .map(|name| modules.name(name))
+            .collect();
+        assert_eq!(names, ["v1_beta", "v1_beta_2", "v1", "v1_2", "mod_"]);
     }
 
     #[test]

@@ -18,19 +18,23 @@ use crate::{
     crd_document::SelectedCrd,
     error::{Error, Result},
     naming,
+    text::{Code, Ident, Text},
 };
 
 /// Generated types for one CRD version, with the facts the rest of the pipeline needs.
 #[derive(Debug, Clone)]
 pub struct RustTypes {
     /// Formatted Rust source.
-    pub code: String,
+    pub code: Code,
     /// Name of the root type, the one that implements `kube::Resource`.
-    pub root: String,
+    pub root: Ident,
     /// Name of the status type, when the root carries a typed status.
-    pub status: Option<String>,
+    pub status: Option<Ident>,
     /// Whether the types use chrono (kopium maps `type: date` to chrono types).
     pub uses_chrono: bool,
+    /// Schema shapes that were worked around, with their JSON paths, for the person running
+    /// the generator.
+    pub warnings: Vec<String>,
 }
 
 /// Generates the types of the selected version of `selected`.
@@ -60,7 +64,19 @@ pub fn generate_version(selected: &SelectedCrd, index: usize) -> Result<RustType
         map: MapType::BTreeMap,
         relaxed: false,
     };
-    let schema = normalize(schema);
+    let mut warnings = Vec::new();
+    let schema = normalize(schema, &mut warnings);
+    let warnings = warnings
+        .into_iter()
+        .map(|w| {
+            format!(
+                "{}: {} {}: {w}",
+                selected.origin,
+                selected.name(),
+                version.name
+            )
+        })
+        .collect();
     // kopium is a library working on untrusted input; a panic in it must become an error
     // naming the CRD, not a crash of the generator.
     let analyzed = std::panic::catch_unwind(|| kopium::analyze(schema, &kind, config))
@@ -80,25 +96,40 @@ pub fn generate_version(selected: &SelectedCrd, index: usize) -> Result<RustType
         reason: e.to_string(),
     })?;
     Ok(RustTypes {
-        code: prettyplease::unparse(&file),
-        root: emitted.root,
-        status: emitted.status,
+        code: Code::from_file(&file),
+        root: naming::type_ident(&emitted.root, &[]),
+        status: emitted.status.map(|s| naming::type_ident(&s, &[])),
         uses_chrono: emitted.uses_chrono,
+        warnings,
     })
 }
 
-/// Rewrites schema shapes kopium's analyzer rejects into equivalent ones it accepts.
+/// Rewrites schema shapes kopium's analyzer rejects, or would turn into wrong code, into
+/// equivalent ones it accepts. `warnings` collects what a person should know, by JSON path.
 ///
 /// - `enum` on a non-string type (a boolean enum): the type alone says what the field holds.
 /// - non-string values in a string enum (`null` beside `nullable: true`): dropped from the enum.
 /// - untyped properties, array items or map values listing `oneOf`/`anyOf` alternatives: any
 ///   JSON value.
-fn normalize(mut schema: JSONSchemaProps) -> JSONSchemaProps {
-    normalize_in_place(&mut schema);
+/// - a `type` that OpenAPI does not have (kopium would name a Rust type after it): any JSON
+///   value, with a warning, rather than failing the whole CRD.
+fn normalize(mut schema: JSONSchemaProps, warnings: &mut Vec<String>) -> JSONSchemaProps {
+    normalize_in_place(&mut schema, "", warnings);
     schema
 }
 
-fn normalize_in_place(schema: &mut JSONSchemaProps) {
+/// The `type` values of OpenAPI v3 that a structural schema may use, and `date`, which
+/// real CRDs use and kopium maps to chrono types.
+const KNOWN_TYPES: &[&str] = &[
+    "object", "array", "string", "integer", "number", "boolean", "date",
+];
+
+fn normalize_in_place(schema: &mut JSONSchemaProps, path: &str, warnings: &mut Vec<String>) {
+    // kopium gives up on a `date` with a format it has no type for; it is text.
+    let odd_date = !matches!(schema.format.as_deref(), None | Some("date" | "date-time"));
+    if schema.type_.as_deref() == Some("date") && odd_date {
+        schema.format = None;
+    }
     if let Some(values) = &mut schema.enum_ {
         if schema.type_.as_deref() == Some("string") {
             values.retain(|v| v.0.is_string());
@@ -106,41 +137,57 @@ fn normalize_in_place(schema: &mut JSONSchemaProps) {
             schema.enum_ = None;
         }
     }
-    for child in schema.properties.iter_mut().flat_map(|p| p.values_mut()) {
-        normalize_element(child);
+    for (name, child) in schema.properties.iter_mut().flat_map(|p| p.iter_mut()) {
+        normalize_element(child, &format!("{path}.{name}"), warnings);
     }
     if let Some(JSONSchemaPropsOrArray::Schema(items)) = &mut schema.items {
-        normalize_element(items);
+        normalize_element(items, &format!("{path}[]"), warnings);
     }
     if let Some(JSONSchemaPropsOrArray::Schemas(items)) = &mut schema.items {
-        items.iter_mut().for_each(normalize_in_place);
+        for (i, item) in items.iter_mut().enumerate() {
+            normalize_in_place(item, &format!("{path}[{i}]"), warnings);
+        }
     }
     for list in [&mut schema.one_of, &mut schema.any_of, &mut schema.all_of]
         .into_iter()
         .flatten()
     {
-        list.iter_mut().for_each(normalize_in_place);
+        for alternative in list.iter_mut() {
+            normalize_in_place(alternative, path, warnings);
+        }
     }
     if let Some(JSONSchemaPropsOrBool::Schema(values)) = &mut schema.additional_properties {
-        normalize_element(values);
+        normalize_element(values, &format!("{path}.*"), warnings);
     }
 }
 
 /// Properties, array items and map values: an untyped schema that only lists `oneOf`/`anyOf`
-/// alternatives (a string or an object) can hold any JSON value, which is what it becomes.
-fn normalize_element(element: &mut JSONSchemaProps) {
+/// alternatives (a string or an object) can hold any JSON value, which is what it becomes;
+/// so does a schema whose `type` is not one OpenAPI knows.
+fn normalize_element(element: &mut JSONSchemaProps, path: &str, warnings: &mut Vec<String>) {
     let untyped_alternatives = element.type_.is_none()
         && element.properties.is_none()
         && element.x_kubernetes_int_or_string.is_none()
         && (element.one_of.is_some() || element.any_of.is_some());
-    if untyped_alternatives {
+    let unknown_type = element
+        .type_
+        .as_deref()
+        .filter(|t| !KNOWN_TYPES.contains(t));
+    if let Some(unknown) = unknown_type {
+        warnings.push(format!(
+            "`{}` has type {:?}, which OpenAPI does not define; it is typed as any JSON value (serde_json::Value)",
+            path.trim_start_matches('.'),
+            Text::from(unknown).comment(),
+        ));
+    }
+    if untyped_alternatives || unknown_type.is_some() {
         *element = JSONSchemaProps {
             description: element.description.clone(),
             x_kubernetes_preserve_unknown_fields: Some(true),
             ..JSONSchemaProps::default()
         };
     } else {
-        normalize_in_place(element);
+        normalize_in_place(element, path, warnings);
     }
 }
 
@@ -158,6 +205,11 @@ struct Emitted {
     root: String,
     status: Option<String>,
     uses_chrono: bool,
+}
+
+/// A Rust string literal with the value `text`.
+fn lit(text: &str) -> String {
+    Text::from(text).rs()
 }
 
 /// Types that emitted code refers to by their short name, which a generated type must not
@@ -296,11 +348,8 @@ fn emit(containers: &[Container], facts: &Facts) -> Emitted {
                 .zip(naming::variant_names(&container.members))
             {
                 item.push_str(&docs(member.docs.as_deref(), "    "));
-                if variant != member.name {
-                    item.push_str(&format!(
-                        "    #[serde(rename = {})]\n",
-                        naming::string_literal(&member.name)
-                    ));
+                if variant.as_str() != member.name {
+                    item.push_str(&format!("    #[serde(rename = {})]\n", lit(&member.name)));
                 }
                 item.push_str(&format!("    {variant},\n"));
             }
@@ -382,7 +431,6 @@ fn container_names(containers: &[Container], kind: &str) -> BTreeMap<String, Str
 }
 
 fn kube_attributes(facts: &Facts, root_name: &str, status: Option<&str>) -> String {
-    let lit = |s: &str| naming::string_literal(s);
     let mut attrs = format!(
         "#[kube(group = {}, version = {}, kind = {}, plural = {}",
         lit(facts.group),
@@ -422,7 +470,6 @@ fn handwritten_root(
                 .collect()
         })
         .unwrap_or_default();
-    let lit = |s: &str| naming::string_literal(s);
     let mut code = docs(root.and_then(|r| r.docs.as_deref()), "");
     code.push_str("#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]\n");
     code.push_str(&format!("pub struct {root_name} {{\n"));
@@ -511,7 +558,7 @@ fn copy_member(member: &kopium::Member) -> kopium::Member {
 /// rename strings are not escaped), and the type with container names resolved.
 fn field_code(
     member: &kopium::Member,
-    field: &str,
+    field: &Ident,
     names: &BTreeMap<String, String>,
     imports: &mut BTreeSet<&'static str>,
 ) -> String {
@@ -523,8 +570,8 @@ fn field_code(
         }
     }
     let mut serde = Vec::new();
-    if field.trim_start_matches("r#") != member.name {
-        serde.push(format!("rename = {}", naming::string_literal(&member.name)));
+    if field.as_str().trim_start_matches("r#") != member.name {
+        serde.push(format!("rename = {}", lit(&member.name)));
     }
     if strip_option(&ty).is_some() {
         serde.push("default".to_owned());
@@ -549,7 +596,7 @@ fn docs(text: Option<&str>, indent: &str) -> String {
         .map(|line| {
             format!(
                 "{indent}#[doc = {}]\n",
-                naming::string_literal(&format!(" {}", line.trim_end()))
+                lit(&format!(" {}", line.trim_end()))
             )
         })
         .collect()
@@ -582,47 +629,77 @@ fn has_default(ty: &str) -> bool {
 }
 
 /// Rewrites a kopium type string: container names become their final names, references to
-/// types kopium never emitted (nested maps it cannot follow) become `serde_json::Value`, and
-/// every external name used is recorded in `used`.
+/// types kopium never emitted (nested maps it cannot follow, a type it guessed from a name)
+/// become `serde_json::Value`, and every external name used is recorded in `used`.
+///
+/// kopium's type strings are `Name` or `Name<T, …>`, where a name may hold any character
+/// kopium took from a property (`x²`), so they are read by [`KopiumType`] rather than by the
+/// Rust parser, and written out again from known names only.
 fn rewrite_type(ty: &str, names: &BTreeMap<String, String>, used: &mut BTreeSet<String>) -> String {
-    let Ok(mut parsed) = syn::parse_str::<syn::Type>(ty) else {
-        return "serde_json::Value".to_owned();
-    };
-    rewrite(&mut parsed, names, used);
-    quote::ToTokens::to_token_stream(&parsed)
-        .to_string()
-        .replace(" < ", "<")
-        .replace(" >", ">")
-        .replace(" ,", ",")
-        .replace(" :: ", "::")
+    match KopiumType::parse(ty) {
+        Some(parsed) => parsed.rewrite(names, used),
+        None => "serde_json::Value".to_owned(),
+    }
 }
 
-fn rewrite(ty: &mut syn::Type, names: &BTreeMap<String, String>, used: &mut BTreeSet<String>) {
-    let syn::Type::Path(path) = ty else {
-        *ty = syn::parse_quote!(serde_json::Value);
-        return;
-    };
-    if path.path.segments.len() > 1 {
-        return; // fully qualified by kopium, such as serde_json::Value
+/// A kopium type string, parsed.
+struct KopiumType<'a> {
+    name: &'a str,
+    arguments: Vec<KopiumType<'a>>,
+}
+
+impl<'a> KopiumType<'a> {
+    fn parse(text: &'a str) -> Option<Self> {
+        let (parsed, rest) = Self::parse_prefix(text)?;
+        rest.trim().is_empty().then_some(parsed)
     }
-    let Some(segment) = path.path.segments.last_mut() else {
-        return;
-    };
-    let ident = segment.ident.to_string();
-    if let Some(name) = names.get(&ident) {
-        segment.ident = syn::Ident::new(name, segment.ident.span());
-    } else if EXTERNAL_TYPES.iter().any(|(n, _)| *n == ident) {
-        used.insert(ident);
-    } else {
-        *ty = syn::parse_quote!(serde_json::Value);
-        return;
-    }
-    if let syn::PathArguments::AngleBracketed(args) = &mut segment.arguments {
-        for arg in &mut args.args {
-            if let syn::GenericArgument::Type(inner) = arg {
-                rewrite(inner, names, used);
+
+    /// One type from the start of `text`, and what follows it.
+    fn parse_prefix(text: &'a str) -> Option<(Self, &'a str)> {
+        let end = text.find(['<', '>', ',']).unwrap_or(text.len());
+        let name = text[..end].trim();
+        if name.is_empty() {
+            return None;
+        }
+        let mut rest = &text[end..];
+        let mut arguments = Vec::new();
+        if let Some(inner) = rest.strip_prefix('<') {
+            rest = inner;
+            loop {
+                let (argument, after) = Self::parse_prefix(rest)?;
+                arguments.push(argument);
+                let after = after.trim_start();
+                if let Some(next) = after.strip_prefix(',') {
+                    rest = next;
+                } else {
+                    rest = after.strip_prefix('>')?;
+                    break;
+                }
             }
         }
+        Some((Self { name, arguments }, rest))
+    }
+
+    fn rewrite(&self, names: &BTreeMap<String, String>, used: &mut BTreeSet<String>) -> String {
+        let name = if let Some(name) = names.get(self.name) {
+            name.clone()
+        } else if self.name == "serde_json::Value" {
+            return self.name.to_owned();
+        } else if EXTERNAL_TYPES.iter().any(|(n, _)| *n == self.name) {
+            used.insert(self.name.to_owned());
+            self.name.to_owned()
+        } else {
+            return "serde_json::Value".to_owned();
+        };
+        if self.arguments.is_empty() {
+            return name;
+        }
+        let arguments: Vec<String> = self
+            .arguments
+            .iter()
+            .map(|argument| argument.rewrite(names, used))
+            .collect();
+        format!("{name}<{}>", arguments.join(", "))
     }
 }
 
@@ -669,14 +746,17 @@ spec:
     fn root_status_and_crates_are_found() {
         let types = types_for(CRD).unwrap();
         assert_eq!(types.root, "Widget");
-        assert_eq!(types.status.as_deref(), Some("WidgetStatus"));
+        assert_eq!(
+            types.status.as_ref().map(Ident::as_str),
+            Some("WidgetStatus")
+        );
         assert!(types.uses_chrono);
         assert!(
-            types.code.contains("/// The desired widget."),
+            types.code.as_str().contains("/// The desired widget."),
             "docs kept:\n{}",
             types.code
         );
-        syn::parse_file(&types.code).unwrap();
+        syn::parse_file(types.code.as_str()).unwrap();
     }
 
     #[test]
@@ -709,7 +789,10 @@ spec:
         let types = types_for(&schemaless).unwrap();
         assert_eq!(types.root, "Widget");
         assert!(
-            types.code.contains("impl kube::Resource for Widget"),
+            types
+                .code
+                .as_str()
+                .contains("impl kube::Resource for Widget"),
             "{}",
             types.code
         );
@@ -717,16 +800,23 @@ spec:
         assert!(
             types
                 .code
+                .as_str()
                 .contains("pub spec: Option<BTreeMap<String, serde_json::Value>>"),
             "{}",
             types.code
         );
         assert!(
-            types.code.contains("pub status: Option<WidgetStatus>"),
+            types
+                .code
+                .as_str()
+                .contains("pub status: Option<WidgetStatus>"),
             "{}",
             types.code
         );
-        assert_eq!(types.status.as_deref(), Some("WidgetStatus"));
+        assert_eq!(
+            types.status.as_ref().map(Ident::as_str),
+            Some("WidgetStatus")
+        );
     }
 
     #[test]
@@ -737,12 +827,12 @@ spec:
         );
         let types = types_for(&nested).unwrap();
         assert!(
-            types.code.contains("pub struct WidgetSpec {"),
+            types.code.as_str().contains("pub struct WidgetSpec {"),
             "{}",
             types.code
         );
         assert!(
-            types.code.contains("pub struct WidgetSpecSpec {"),
+            types.code.as_str().contains("pub struct WidgetSpecSpec {"),
             "{}",
             types.code
         );
@@ -756,13 +846,14 @@ spec:
         );
         let types = types_for(&odd).unwrap();
         assert!(
-            types.code.contains("pub enabled: Option<bool>"),
+            types.code.as_str().contains("pub enabled: Option<bool>"),
             "{}",
             types.code
         );
         assert!(
             types
                 .code
+                .as_str()
                 .contains("pub headers: Option<BTreeMap<String, serde_json::Value>>"),
             "{}",
             types.code

@@ -156,7 +156,8 @@ primary:
         ..job.clone()
     };
     let mut request = staged.request()?;
-    request.command = job.command();
+    // The manifest is the crate's own `operator.yaml`, though it was read from staging.
+    request.flags.manifest = false;
     let generated = crate::generate(&request)?;
 
     inputs.apply(&new.dir, Mode::Write { force: false })?;
@@ -166,9 +167,9 @@ primary:
     Ok((generated, report))
 }
 
-/// `text` as a YAML double-quoted scalar; JSON strings are valid YAML.
+/// `text` as a YAML scalar, from the YAML serializer.
 fn yaml_string(text: &str) -> String {
-    crate::naming::toml_string(text)
+    crate::text::Text::from(text).yaml()
 }
 
 /// Whether `dir` is a folder `create` would refuse.

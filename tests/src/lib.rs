@@ -66,8 +66,7 @@ pub fn fixtures() -> Vec<String> {
     names
 }
 
-/// Generates a fixture in memory. The regenerate command is written as if the fixture were
-/// generated in place, so the output does not depend on where the checkout lives.
+/// Generates a fixture in memory, as `cargo xtask gen --out <fixture>` would.
 pub fn generate_fixture(name: &str) -> operator_gen::Result<Generated> {
     let manifest_path = workspace_root()
         .join("tests/fixtures")
@@ -78,7 +77,7 @@ pub fn generate_fixture(name: &str) -> operator_gen::Result<Generated> {
         manifest_path: Some(manifest_path),
         crd: None,
         selection: Selection::default(),
-        command: format!("cargo xtask gen --out tests/fixtures/{name}"),
+        flags: Default::default(),
     };
     operator_gen::generate(&request)
 }
@@ -244,7 +243,10 @@ pub fn generate_hostile(name: &str, bytes: &[u8], dir: &Path) -> operator_gen::R
         manifest_path: None,
         crd: Some(operator_gen::CrdSource::File(path)),
         selection: Selection::default(),
-        command: format!("cargo xtask gen --crd {name}.yaml"),
+        flags: operator_gen::model::CommandFlags {
+            crd: true,
+            ..Default::default()
+        },
     };
     operator_gen::generate(&request)
 }

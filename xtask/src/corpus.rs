@@ -213,7 +213,10 @@ fn generate_one(file: &Path, crate_name: &str) -> Result<operator_gen::Plan, Str
         manifest_path: None,
         crd: Some(CrdSource::File(file.to_owned())),
         selection: Selection::default(),
-        command: format!("cargo xtask corpus --filter {}", file.display()),
+        flags: operator_gen::model::CommandFlags {
+            crd: true,
+            ..Default::default()
+        },
     };
     operator_gen::generate(&request)
         .map(|generated| generated.plan)

@@ -1,0 +1,182 @@
+//! The generated crate's dependencies: the generator's own, pinned in one place so they are
+//! bumped together, and the extra crates a manifest asks for, written by the TOML serializer.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use super::Archetype;
+use crate::{
+    error::Result,
+    manifest::{DependencySpec, Manifest},
+    naming,
+    text::{Text, TomlValue},
+};
+
+/// One `name = spec` line of Cargo.toml.
+#[derive(Debug, Clone, Serialize)]
+pub struct Dependency {
+    /// A checked crate name; printed `.plain`.
+    pub name: Text,
+    pub spec: TomlValue,
+}
+
+/// Dependencies of every generated crate. Versions are explicit because the crate must build
+/// on its own outside this workspace. Operators use the newest kube (5) and k8s-openapi
+/// (0.29, `latest`), with which the Lease crate for leader election works; kopium's kube 4 /
+/// k8s-openapi 0.28 stay inside the generator. Each k8s-openapi version gets exactly one
+/// version feature in the workspace.
+const BASE: &[(&str, &str)] = &[
+    (
+        "axum",
+        r#"{ version = "0.8.9", default-features = false, features = ["http1", "tokio"] }"#,
+    ),
+    ("futures", r#""0.3.31""#),
+    ("kube-lease-manager", r#""0.13.1""#),
+    (
+        "k8s-openapi",
+        r#"{ version = "0.29.0", features = ["latest"] }"#,
+    ),
+    (
+        "kube",
+        r#"{ version = "5.0.0", default-features = false, features = ["client", "derive", "ring", "runtime", "rustls-tls", "unstable-runtime"] }"#,
+    ),
+    ("prometheus-client", r#""0.25.2""#),
+    ("serde", r#"{ version = "1.0.228", features = ["derive"] }"#),
+    ("serde_json", r#""1.0.145""#),
+    ("thiserror", r#""2.0.17""#),
+    (
+        "tokio",
+        r#"{ version = "1.48.0", features = ["macros", "rt-multi-thread", "signal", "sync", "time"] }"#,
+    ),
+    ("tracing", r#""0.1.41""#),
+    (
+        "tracing-subscriber",
+        r#"{ version = "0.3.20", features = ["env-filter", "fmt", "json"] }"#,
+    ),
+];
+
+/// Dev-dependencies of every generated crate: a mock API server for reconcile tests.
+const BASE_DEV: &[(&str, &str)] = &[("http", r#""1.3.1""#), ("tower-test", r#""0.4.0""#)];
+
+/// A derived CRD comes from Rust types: schemars for the schema (with k8s-openapi's schemas
+/// for Condition), serde-saphyr for the crdgen binary that prints it.
+const DERIVED: &[(&str, &str)] = &[
+    (
+        "k8s-openapi",
+        r#"{ version = "0.29.0", features = ["latest", "schemars"] }"#,
+    ),
+    ("schemars", r#""1.2.0""#),
+    ("serde-saphyr", r#""2.1.1""#),
+];
+
+const CHRONO: (&str, &str) = (
+    "chrono",
+    r#"{ version = "0.4.42", default-features = false, features = ["serde"] }"#,
+);
+
+/// The `[dependencies]` and `[dev-dependencies]` tables, sorted by name.
+pub(super) fn tables(
+    manifest: &Manifest,
+    crate_name: &str,
+    archetype: Archetype,
+    uses_chrono: bool,
+    bad: &dyn Fn(&str, String) -> crate::Error,
+) -> Result<(Vec<Dependency>, Vec<Dependency>)> {
+    let mut base = BASE.to_vec();
+    if uses_chrono {
+        base.push(CHRONO);
+    }
+    if archetype == Archetype::Derived {
+        base.retain(|(name, _)| *name != "k8s-openapi");
+        base.extend(DERIVED);
+    }
+    let all_names: Vec<&str> = base
+        .iter()
+        .chain(BASE_DEV)
+        .map(|(name, _)| *name)
+        .chain(manifest.dependencies.keys().map(String::as_str))
+        .chain(manifest.dev_dependencies.keys().map(String::as_str))
+        .collect();
+    if let Some(taken) = all_names.iter().find(|name| same_crate(name, crate_name)) {
+        return Err(bad(
+            "name",
+            format!(
+                "{crate_name:?} is also the name of a dependency ({taken}), and a crate cannot depend \
+                 on its own name; choose another `name:`"
+            ),
+        ));
+    }
+    let dependencies = table(&base, &manifest.dependencies, "dependencies", bad)?;
+    let dev = table(BASE_DEV, &manifest.dev_dependencies, "devDependencies", bad)?;
+    Ok((dependencies, dev))
+}
+
+/// Whether two crate names name the same library (cargo treats `-` and `_` alike).
+fn same_crate(a: &str, b: &str) -> bool {
+    a.replace('-', "_")
+        .eq_ignore_ascii_case(&b.replace('-', "_"))
+}
+
+/// Merges a manifest's extra dependencies into the generator's, sorted by name. A manifest
+/// entry for a crate the generated code needs is refused, because changing its version or
+/// features could break generated code in ways regeneration cannot see.
+fn table(
+    base: &[(&str, &'static str)],
+    extra: &BTreeMap<String, DependencySpec>,
+    field: &str,
+    bad: &dyn Fn(&str, String) -> crate::Error,
+) -> Result<Vec<Dependency>> {
+    let mut table: Vec<Dependency> = base
+        .iter()
+        .map(|(name, spec)| Dependency {
+            name: Text::from(*name),
+            spec: TomlValue::constant(spec),
+        })
+        .collect();
+    for (name, spec) in extra {
+        let at = format!("{field}.{name}");
+        naming::check_dependency_name(name).map_err(|reason| bad(&at, reason))?;
+        if base
+            .iter()
+            .any(|(base_name, _)| same_crate(base_name, name))
+        {
+            return Err(bad(
+                &at,
+                format!("{name} is already a dependency of the generated code; remove it here"),
+            ));
+        }
+        table.push(Dependency {
+            name: Text::new(name.clone()),
+            spec: TomlValue::new(&toml_value(spec)),
+        });
+    }
+    table.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok(table)
+}
+
+/// A dependency spec as a TOML value, for the TOML serializer to write.
+fn toml_value(spec: &DependencySpec) -> toml::Value {
+    match spec {
+        DependencySpec::Version(version) => toml::Value::String(version.clone()),
+        DependencySpec::Detailed {
+            version,
+            features,
+            default_features,
+        } => {
+            let mut table = toml::Table::new();
+            table.insert("version".to_owned(), toml::Value::String(version.clone()));
+            if let Some(default_features) = default_features {
+                table.insert(
+                    "default-features".to_owned(),
+                    toml::Value::Boolean(*default_features),
+                );
+            }
+            if !features.is_empty() {
+                let features = features.iter().cloned().map(toml::Value::String).collect();
+                table.insert("features".to_owned(), toml::Value::Array(features));
+            }
+            toml::Value::Table(table)
+        }
+    }
+}

@@ -1,0 +1,335 @@
+//! The typed model templates render from, and [`analyze`], the stage that builds it.
+//!
+//! Every name, literal and decision is made here, so templates only loop, branch and print.
+//! Whatever came from a CRD, a manifest or the command line is held as one of
+//! [`crate::text`]'s escaped types; the rest is numbers, flags and enums. One module per
+//! concern: [`primary`] (what is reconciled, per archetype), [`relations`] (owns, watches,
+//! external, and the imports they need), [`policy`] (requeue, backoff, predicates),
+//! [`rbac`] (least-privilege rules) and [`dependencies`] (the generated Cargo.toml).
+
+mod dependencies;
+mod policy;
+mod primary;
+mod rbac;
+mod relations;
+
+use serde::Serialize;
+
+pub use self::{
+    dependencies::Dependency,
+    policy::Requeue,
+    primary::{Conditions, Primary, PrimaryInput},
+    rbac::Rule,
+    relations::{External, Import, Related, RelatedCrd, Watched},
+};
+use crate::{
+    error::{Error, Result},
+    manifest::{self, Manifest},
+    naming,
+    text::{Code, Constant, Ident, Text, YamlDocument},
+};
+
+/// Generator-wide facts that do not come from the inputs.
+#[derive(Debug, Clone, Serialize)]
+pub struct Provenance {
+    /// How to regenerate the crate, quoted in every generated header. It names the flags a
+    /// run was given but none of their paths, so it reads the same wherever the run started.
+    pub regenerate: Text,
+    pub generator_version: Constant,
+}
+
+/// The flags of the command line that started a run, for [`Provenance::regenerate`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CommandFlags {
+    /// `--crd` was given (its value, a path or URL, is not repeated).
+    pub crd: bool,
+    /// `--kind`, `--version`: the selected CRD's own kind and version are repeated, which are
+    /// checked names, rather than whatever spelling picked them.
+    pub kind: bool,
+    pub version: bool,
+    /// `--manifest` was given, rather than the crate's own `operator.yaml`.
+    pub manifest: bool,
+}
+
+/// Which shape of operator is generated; see `the-object.txt` in the kube-rs docs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Archetype {
+    Imported,
+    Builtin,
+    Derived,
+    Dynamic,
+    Generic,
+}
+
+/// Everything needed to render one operator crate.
+#[derive(Debug, Clone, Serialize)]
+pub struct Operator {
+    /// The crate (and binary, ServiceAccount, field manager) name, checked against cargo's
+    /// rules and Kubernetes' name rules.
+    pub crate_name: Text,
+    /// The crate name as a Rust path segment (`prometheusrule_controller`).
+    pub crate_ident: Ident,
+    pub archetype: Archetype,
+    /// For `Generic`: the kinds reconciled; for `Builtin`: the one kind, for its import.
+    pub generic_kinds: Vec<Related>,
+    /// The package description.
+    pub description: Text,
+    pub provenance: Provenance,
+    pub primary: Primary,
+    pub owns: Vec<Related>,
+    pub watches: Vec<Watched>,
+    pub external: Vec<External>,
+    /// Primary-stream predicates, as `kube::runtime::predicates` function names.
+    pub predicates: Vec<Constant>,
+    /// Whether the generated code calls trait methods that need these traits in scope; decided
+    /// here so a crate with fewer relations compiles without unused imports.
+    pub uses_predicate_combine: bool,
+    pub uses_resource_ext: bool,
+    pub uses_resource: bool,
+    /// Whether `Context::patch_status` is generated: the primary has a typed status behind a
+    /// `/status` subresource.
+    pub status_helper: bool,
+    /// Whether `controller::sample` exists, the object the shipped tests reconcile.
+    pub has_sample: bool,
+    /// The owned kind the shipped tests apply as a child: the first with a valid empty object.
+    pub owned_sample: Option<Related>,
+    /// Whether any shipped test talks to a mock API server (finalizer, child or status).
+    pub mock_tests: bool,
+    pub requeue: Requeue,
+    /// `use` lines for related kinds and what their relations need, sorted and unique.
+    pub related_imports: Vec<Import>,
+    /// True when cleanup hooks run behind a finalizer (any external relation).
+    pub finalizer: bool,
+    /// The finalizer's name, `<group>/<crate>`.
+    pub finalizer_name: Text,
+    /// True when some owned kind is namespaced / cluster-scoped, selecting helper variants.
+    pub owns_namespaced: bool,
+    pub owns_cluster: bool,
+    pub dependencies: Vec<Dependency>,
+    pub dev_dependencies: Vec<Dependency>,
+    /// The least-privilege rules the generated code needs, one per resource.
+    pub rbac: Vec<Rule>,
+    /// Whether the operator watches only its own namespace, granted by a Role rather than a
+    /// ClusterRole.
+    pub namespace_scoped: bool,
+    /// The `Api` constructor for watches: `all`, or `default_namespaced` (the namespace of
+    /// the kubeconfig or, in a pod, its own).
+    pub watch_api: Constant,
+    /// Names of the objects in `deploy/` that are not the crate name itself.
+    pub deploy: Deploy,
+    /// The CRD as loaded, for `deploy/crd.yaml` (imported and dynamic operators).
+    pub crd_yaml: Option<YamlDocument>,
+    /// Types of every served version of the primary, one module each; the module of the
+    /// version the operator uses is re-exported.
+    pub versions: Vec<TypesModule>,
+    pub selected_module: Option<Ident>,
+    /// One module per related custom kind, holding the version the manifest selected.
+    pub related_types: Vec<TypesModule>,
+    /// Things the generator worked around and a person should know, such as a schema type it
+    /// did not recognise; printed by the command, never rendered.
+    #[serde(skip)]
+    pub warnings: Vec<String>,
+}
+
+/// Where and under which names `deploy/` runs the operator.
+#[derive(Debug, Clone, Serialize)]
+pub struct Deploy {
+    /// Namespace of the operator's Deployment, ServiceAccount and Lease.
+    pub namespace: Constant,
+    /// The image `deploy/deployment.yaml` runs, `<crate>:latest`.
+    pub image: Text,
+    /// The Role and RoleBinding for the operator's Lease, `<crate>-leader-election`.
+    pub leader_election_role: Text,
+}
+
+/// One module of `src/types.rs`.
+#[derive(Debug, Clone, Serialize)]
+pub struct TypesModule {
+    pub module: Ident,
+    pub code: Code,
+}
+
+/// Builds the model. Pure: all input has been read already.
+pub fn analyze(
+    manifest_origin: &str,
+    manifest: &Manifest,
+    input: &PrimaryInput,
+    related_crds: &[RelatedCrd],
+    flags: CommandFlags,
+) -> Result<Operator> {
+    let bad = |field: &str, reason: String| Error::Manifest {
+        location: format!("{manifest_origin}: field `{field}`"),
+        reason,
+    };
+    let mut modules = naming::ModuleNames::default();
+    let facts = primary::facts(
+        manifest_origin,
+        input,
+        manifest.sample.as_ref(),
+        &mut modules,
+    )?;
+    let primary = &facts.primary;
+    let typed = matches!(
+        facts.archetype,
+        Archetype::Imported | Archetype::Builtin | Archetype::Derived
+    );
+    let has_relations =
+        !manifest.owns.is_empty() || !manifest.watches.is_empty() || !manifest.external.is_empty();
+    if !typed && has_relations {
+        return Err(bad(
+            "owns/watches/external",
+            "relations are generated for typed primaries (a CRD, a built-in kind or a derived resource); \
+             dynamic and generic operators take none"
+                .to_owned(),
+        ));
+    }
+    let crate_name = match &manifest.name {
+        Some(name) => name.clone(),
+        None => {
+            naming::default_crate_name(primary.kind.raw().split(',').next().unwrap_or("operator"))
+        }
+    };
+    naming::check_crate_name(&crate_name).map_err(|reason| bad("name", reason))?;
+
+    let relations = relations::resolve(manifest, related_crds, primary, &mut modules, &bad)?;
+    let scope = policy::scope(manifest, typed, &facts.primary, &relations, &bad)?;
+    let requeue = policy::requeue(manifest, &bad)?;
+    let uses_chrono = facts.uses_chrono || relations.uses_chrono;
+    let (dependencies, dev_dependencies) =
+        dependencies::tables(manifest, &crate_name, facts.archetype, uses_chrono, &bad)?;
+
+    let has_sample = primary.sample.is_some() || facts.archetype == Archetype::Builtin;
+    let owned_sample = relations
+        .owns
+        .iter()
+        .find(|o| o.builtin && o.skeleton)
+        .cloned();
+    let status_helper = primary.status_subresource
+        && primary.status_type.is_some()
+        && matches!(facts.archetype, Archetype::Imported | Archetype::Derived);
+    let finalizer = !relations.external.is_empty();
+    let rbac = rbac::rules(
+        facts.archetype,
+        primary,
+        &facts.generic_kinds,
+        &relations,
+        finalizer,
+        status_helper,
+    );
+    let crd_yaml = match input {
+        PrimaryInput::Crd { selected, .. } => Some(YamlDocument::new(&selected.crd).map_err(
+            |e| Error::Template {
+                template: "deploy/crd.yaml".to_owned(),
+                reason: e.to_string(),
+            },
+        )?),
+        _ => None,
+    };
+    let predicates = policy::predicates(manifest);
+    let mut warnings = facts.warnings.clone();
+    warnings.extend(relations.warnings.iter().cloned());
+    let namespaced = primary.namespaced;
+    Ok(Operator {
+        crate_ident: naming::snake_ident(&crate_name),
+        description: description(facts.archetype, primary),
+        provenance: provenance(flags, primary),
+        finalizer_name: Text::new(format!(
+            "{}/{crate_name}",
+            finalizer_group(facts.archetype, primary)
+        )),
+        rbac,
+        namespace_scoped: scope == manifest::Scope::Namespace,
+        watch_api: Constant(match scope {
+            manifest::Scope::Namespace => "default_namespaced",
+            manifest::Scope::Cluster => "all",
+        }),
+        deploy: Deploy {
+            namespace: Constant("default"),
+            image: Text::new(format!("{crate_name}:latest")),
+            leader_election_role: Text::new(format!("{crate_name}-leader-election")),
+        },
+        crate_name: Text::new(crate_name),
+        crd_yaml,
+        uses_predicate_combine: predicates.len() > 1,
+        uses_resource_ext: relations.owns.iter().any(|o| o.namespaced)
+            || relations
+                .watches
+                .iter()
+                .any(|w| w.rule != relations::MapKind::Field || namespaced)
+            || (finalizer && namespaced)
+            || status_helper,
+        uses_resource: !relations.owns.is_empty() || primary.conditions.is_some(),
+        has_sample,
+        mock_tests: has_sample
+            && (finalizer || primary.conditions.is_some() || owned_sample.is_some()),
+        owned_sample,
+        status_helper,
+        owns_namespaced: relations.owns.iter().any(|o| o.namespaced),
+        owns_cluster: relations.owns.iter().any(|o| !o.namespaced),
+        archetype: facts.archetype,
+        generic_kinds: facts.generic_kinds,
+        primary: facts.primary,
+        related_imports: relations.imports,
+        finalizer,
+        owns: relations.owns,
+        watches: relations.watches,
+        external: relations.external,
+        predicates,
+        requeue,
+        dependencies,
+        dev_dependencies,
+        selected_module: facts.selected_module,
+        versions: facts.versions,
+        related_types: relations.types,
+        warnings,
+    })
+}
+
+/// A finalizer is named in the domain of whoever defines the resource: the CRD's group, or
+/// this generator's for built-in kinds, whose groups belong to Kubernetes.
+fn finalizer_group(archetype: Archetype, primary: &Primary) -> &str {
+    match archetype {
+        Archetype::Builtin | Archetype::Generic => "operator-gen.kube.rs",
+        _ => primary.group.raw(),
+    }
+}
+
+fn description(archetype: Archetype, primary: &Primary) -> Text {
+    let (kind, group, version) = (
+        primary.kind.raw(),
+        primary.group.raw(),
+        primary.version.raw(),
+    );
+    Text::new(match archetype {
+        Archetype::Generic => format!("A kube-rs operator for the metadata of {kind}"),
+        _ if group.is_empty() => format!("A kube-rs operator for {kind} ({version})"),
+        _ => format!("A kube-rs operator for {kind} ({group}/{version})"),
+    })
+}
+
+/// The command generated headers name. Paths are replaced by what they stand for, and the
+/// kind and version are the selected CRD's own, which are checked names.
+fn provenance(flags: CommandFlags, primary: &Primary) -> Provenance {
+    let mut command = String::from("cargo xtask gen");
+    if flags.crd {
+        command.push_str(" --crd <CRD>");
+    }
+    if flags.kind {
+        command.push_str(&format!(" --kind {}", primary.kind.raw()));
+    }
+    if flags.version {
+        command.push_str(&format!(" --version {}", primary.version.raw()));
+    }
+    if flags.manifest {
+        command.push_str(" --manifest <operator.yaml>");
+    }
+    command.push_str(" --out <this crate>");
+    Provenance {
+        regenerate: Text::new(command),
+        generator_version: Constant(env!("CARGO_PKG_VERSION")),
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,102 @@
+//! How the controller runs: requeue and backoff, concurrency and debounce, the predicates on
+//! the primary's stream, and how far its watches reach.
+
+use serde::Serialize;
+
+use super::{Primary, relations::Relations};
+use crate::{
+    error::{Error, Result},
+    manifest::{self, Manifest},
+    text::Constant,
+};
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Requeue {
+    pub after_secs: Option<u64>,
+    /// `Controller::with_config` settings; zero concurrency means unlimited, as in kube.
+    pub concurrency: u16,
+    pub debounce_ms: u64,
+    pub backoff_base_ms: u64,
+    pub backoff_max_ms: u64,
+}
+
+/// The requeue and backoff settings, with the manifest's durations (bounded when it was
+/// read) in the units the generated constants use.
+pub(super) fn requeue(manifest: &Manifest, bad: &dyn Fn(&str, String) -> Error) -> Result<Requeue> {
+    let millis = |d: std::time::Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+    let backoff_base = manifest
+        .requeue
+        .error_backoff
+        .unwrap_or(std::time::Duration::from_secs(1));
+    let backoff_max = manifest
+        .requeue
+        .error_backoff_max
+        .unwrap_or(std::time::Duration::from_secs(300));
+    if backoff_max < backoff_base {
+        return Err(bad(
+            "requeue.errorBackoffMax",
+            "must not be shorter than requeue.errorBackoff".to_owned(),
+        ));
+    }
+    Ok(Requeue {
+        after_secs: manifest.requeue.after.map(|d| d.as_secs().max(1)),
+        concurrency: manifest.concurrency.unwrap_or(0),
+        debounce_ms: manifest.debounce.map_or(0, millis),
+        backoff_base_ms: millis(backoff_base).max(1),
+        backoff_max_ms: millis(backoff_max).max(1),
+    })
+}
+
+/// The predicates in force, as `kube::runtime::predicates` function names.
+pub(super) fn predicates(manifest: &Manifest) -> Vec<Constant> {
+    manifest
+        .predicates()
+        .iter()
+        .map(|p| match p {
+            manifest::Predicate::Generation => "generation",
+            manifest::Predicate::Finalizers => "finalizers",
+            manifest::Predicate::Labels => "labels",
+            manifest::Predicate::Annotations => "annotations",
+        })
+        .map(Constant)
+        .collect()
+}
+
+/// The manifest's `scope`, refused where it cannot work: a namespace-scoped operator is
+/// generated for typed primaries only, and cannot watch a cluster-scoped kind.
+pub(super) fn scope(
+    manifest: &Manifest,
+    typed: bool,
+    primary: &Primary,
+    relations: &Relations,
+    bad: &dyn Fn(&str, String) -> Error,
+) -> Result<manifest::Scope> {
+    if manifest.scope != manifest::Scope::Namespace {
+        return Ok(manifest.scope);
+    }
+    if !typed {
+        return Err(bad(
+            "scope",
+            "`scope: namespace` is generated for typed primaries only".to_owned(),
+        ));
+    }
+    let kinds = std::iter::once((&primary.kind, primary.namespaced))
+        .chain(relations.owns.iter().map(|o| (&o.kind, o.namespaced)))
+        .chain(
+            relations
+                .watches
+                .iter()
+                .map(|w| (&w.related.kind, w.related.namespaced)),
+        );
+    let mut cluster_scoped = kinds.filter(|(_, namespaced)| !namespaced);
+    if let Some((kind, _)) = cluster_scoped.next() {
+        return Err(bad(
+            "scope",
+            format!(
+                "{kind} is cluster-scoped, so a namespace-scoped operator cannot watch it; \
+                 use `scope: cluster` or drop it from the manifest"
+            ),
+        ));
+    }
+    Ok(manifest.scope)
+}

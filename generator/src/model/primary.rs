@@ -1,0 +1,342 @@
+//! The primary resource, the one the operator reconciles, for each archetype: its names,
+//! its types modules, its status and conditions, and the sample the shipped tests create.
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
+    JSONSchemaProps, JSONSchemaPropsOrArray,
+};
+use serde::Serialize;
+
+use super::{Archetype, TypesModule, relations::Related};
+use crate::{
+    crd_document::SelectedCrd,
+    error::{Error, Result},
+    k8s_catalog, manifest, naming, rust_types, schema_check, schema_sample,
+    text::{Ident, Text},
+};
+
+/// What the operator reconciles, as read from the manifest and loaded by the caller.
+#[derive(Debug, Clone)]
+pub enum PrimaryInput {
+    /// An imported CRD, with kopium-generated types or, when `dynamic`, as `DynamicObject`.
+    Crd {
+        selected: Box<SelectedCrd>,
+        dynamic: bool,
+    },
+    /// A Kubernetes kind from k8s-openapi.
+    Builtin(k8s_catalog::BuiltinKind),
+    /// A custom resource defined in Rust, in the user's `src/types.rs`.
+    Derived(manifest::Derived),
+    /// Several built-in kinds, reconciled on their metadata only.
+    Generic(Vec<k8s_catalog::BuiltinKind>),
+}
+
+/// The primary resource's names and facts.
+#[derive(Debug, Clone, Serialize)]
+pub struct Primary {
+    pub kind: Text,
+    pub group: Text,
+    pub version: Text,
+    pub plural: Text,
+    /// `group/version`, or the version alone for the core group.
+    pub api_version: Text,
+    /// The CRD's name, `plural.group`.
+    pub crd_name: Text,
+    pub rust_type: Ident,
+    pub namespaced: bool,
+    pub status_type: Option<Ident>,
+    /// Whether status is written through the `/status` subresource, which is what makes a
+    /// status write leave `metadata.generation` alone and so not retrigger a reconcile.
+    pub status_subresource: bool,
+    /// The fields of `status.conditions[]` this CRD declares, when it has conditions the
+    /// controller can record its outcome in (a `/status` subresource and items with `type`
+    /// and `status`).
+    pub conditions: Option<Conditions>,
+    /// The smallest valid body of the primary (everything but `apiVersion`, `kind` and
+    /// `metadata`) as JSON, when the generator knows the schema.
+    pub sample: Option<Text>,
+    /// Whether the version was chosen by default (the storage version) rather than asked for.
+    pub version_defaulted: bool,
+    /// Where the CRD came from, for the command's report; never rendered, because it is a
+    /// path or URL as typed.
+    #[serde(skip)]
+    pub origin: String,
+}
+
+/// Which optional fields a CRD's condition items declare; `type` and `status` always exist.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Conditions {
+    pub reason: bool,
+    pub message: bool,
+    pub last_transition_time: bool,
+    pub observed_generation: bool,
+}
+
+/// The primary's facts, its types modules and the archetype-specific parts of the model.
+pub(super) struct PrimaryFacts {
+    pub primary: Primary,
+    pub archetype: Archetype,
+    pub versions: Vec<TypesModule>,
+    pub selected_module: Option<Ident>,
+    pub uses_chrono: bool,
+    pub generic_kinds: Vec<Related>,
+    pub warnings: Vec<String>,
+}
+
+impl PrimaryFacts {
+    fn plain(primary: Primary, archetype: Archetype) -> Self {
+        Self {
+            primary,
+            archetype,
+            versions: Vec::new(),
+            selected_module: None,
+            uses_chrono: false,
+            generic_kinds: Vec::new(),
+            warnings: Vec::new(),
+        }
+    }
+}
+
+/// Names of a resource, as the API server knows it.
+struct Names<'a> {
+    kind: &'a str,
+    group: &'a str,
+    version: &'a str,
+    plural: &'a str,
+    namespaced: bool,
+}
+
+impl Names<'_> {
+    fn primary(&self, rust_type: Ident) -> Primary {
+        let api_version = if self.group.is_empty() {
+            self.version.to_owned()
+        } else {
+            format!("{}/{}", self.group, self.version)
+        };
+        let crd_name = if self.group.is_empty() {
+            self.plural.to_owned()
+        } else {
+            format!("{}.{}", self.plural, self.group)
+        };
+        Primary {
+            kind: Text::from(self.kind),
+            group: Text::from(self.group),
+            version: Text::from(self.version),
+            plural: Text::from(self.plural),
+            api_version: Text::new(api_version),
+            crd_name: Text::new(crd_name),
+            rust_type,
+            namespaced: self.namespaced,
+            status_type: None,
+            status_subresource: false,
+            conditions: None,
+            sample: None,
+            version_defaulted: false,
+            origin: String::new(),
+        }
+    }
+}
+
+/// The primary's facts for `input`. `sample` is the manifest's `sample:`; `modules` names the
+/// types modules, which related kinds share.
+pub(super) fn facts(
+    manifest_origin: &str,
+    input: &PrimaryInput,
+    sample: Option<&serde_json::Value>,
+    modules: &mut naming::ModuleNames,
+) -> Result<PrimaryFacts> {
+    let facts = match input {
+        PrimaryInput::Crd { selected, dynamic } => {
+            imported(manifest_origin, selected, *dynamic, sample, modules)?
+        }
+        PrimaryInput::Builtin(b) => builtin(b),
+        PrimaryInput::Derived(d) => derived(manifest_origin, d)?,
+        PrimaryInput::Generic(kinds) => generic(kinds),
+    };
+    if sample.is_some() && facts.primary.sample.is_none() {
+        return Err(Error::Manifest {
+            location: format!("{manifest_origin}: field `sample`"),
+            reason: "a sample is built from an imported CRD's schema; this primary has none"
+                .to_owned(),
+        });
+    }
+    Ok(facts)
+}
+
+fn imported(
+    manifest_origin: &str,
+    selected: &SelectedCrd,
+    dynamic: bool,
+    sample: Option<&serde_json::Value>,
+    modules: &mut naming::ModuleNames,
+) -> Result<PrimaryFacts> {
+    let crd = &selected.crd;
+    let version = selected.version();
+    let names = Names {
+        kind: &crd.spec.names.kind,
+        group: &crd.spec.group,
+        version: &version.name,
+        plural: &crd.spec.names.plural,
+        namespaced: crd.spec.scope == "Namespaced",
+    };
+    if dynamic {
+        let mut primary = names.primary(naming::type_ident("DynamicObject", &[]));
+        primary.crd_name = Text::from(selected.name());
+        primary.origin = selected.origin.clone();
+        primary.version_defaulted = selected.defaulted;
+        return Ok(PrimaryFacts::plain(primary, Archetype::Dynamic));
+    }
+    let types = rust_types::generate(selected)?;
+    let mut versions = Vec::new();
+    let mut selected_module = None;
+    let mut uses_chrono = types.uses_chrono;
+    let mut warnings = types.warnings.clone();
+    for (index, served) in crd
+        .spec
+        .versions
+        .iter()
+        .enumerate()
+        .filter(|(_, v)| v.served)
+    {
+        let module = modules.name(&served.name);
+        let code = if index == selected.version_index {
+            selected_module = Some(module.clone());
+            types.code.clone()
+        } else {
+            let other = rust_types::generate_version(selected, index)?;
+            uses_chrono |= other.uses_chrono;
+            warnings.extend(other.warnings);
+            other.code
+        };
+        versions.push(TypesModule { module, code });
+    }
+    let mut primary = names.primary(types.root.clone());
+    primary.crd_name = Text::from(selected.name());
+    primary.status_type = types.status.clone();
+    primary.status_subresource = version
+        .subresources
+        .as_ref()
+        .is_some_and(|s| s.status.is_some());
+    if let Some(schema) = selected.schema() {
+        if primary.status_subresource && primary.status_type.is_some() {
+            primary.conditions = conditions(schema);
+        }
+        primary.sample = Some(sample_body(manifest_origin, schema, sample)?);
+    }
+    primary.origin = selected.origin.clone();
+    primary.version_defaulted = selected.defaulted;
+    Ok(PrimaryFacts {
+        primary,
+        archetype: Archetype::Imported,
+        versions,
+        selected_module,
+        uses_chrono,
+        generic_kinds: Vec::new(),
+        warnings,
+    })
+}
+
+/// The least body the schema allows with the manifest's `sample:` written over it, refused
+/// naming the field when it does not fit the schema: the shipped tests and the end-to-end
+/// run create it, and a sample the API server rejects would only fail there.
+fn sample_body(
+    manifest_origin: &str,
+    schema: &JSONSchemaProps,
+    overlay: Option<&serde_json::Value>,
+) -> Result<Text> {
+    let body = schema_sample::sample_with(schema, overlay);
+    if overlay.is_some()
+        && let Err(problems) = schema_check::check(schema, &body)
+    {
+        let listed: Vec<String> = problems.iter().map(ToString::to_string).collect();
+        return Err(Error::Manifest {
+            location: format!("{manifest_origin}: field `sample`"),
+            reason: format!(
+                "does not fit the CRD's schema: {}; give values the schema accepts",
+                listed.join("; ")
+            ),
+        });
+    }
+    Ok(Text::new(body.to_string()))
+}
+
+fn builtin(b: &k8s_catalog::BuiltinKind) -> PrimaryFacts {
+    let names = Names {
+        kind: b.kind,
+        group: b.group,
+        version: b.version,
+        plural: b.plural,
+        namespaced: b.namespaced,
+    };
+    let mut facts = PrimaryFacts::plain(
+        names.primary(naming::type_ident(b.kind, &[])),
+        Archetype::Builtin,
+    );
+    facts.generic_kinds = vec![Related::builtin(b)];
+    facts
+}
+
+fn derived(manifest_origin: &str, d: &manifest::Derived) -> Result<PrimaryFacts> {
+    let plural = d
+        .plural
+        .clone()
+        .unwrap_or_else(|| format!("{}s", d.kind.to_lowercase()));
+    naming::check_kube_names(&d.kind, &d.group, &d.version, &plural).map_err(|reason| {
+        Error::Manifest {
+            location: format!("{manifest_origin}: field `primary.derive`"),
+            reason,
+        }
+    })?;
+    let names = Names {
+        kind: &d.kind,
+        group: &d.group,
+        version: &d.version,
+        plural: &plural,
+        namespaced: d.namespaced,
+    };
+    let root = naming::type_ident(&d.kind, &[]);
+    let mut primary = names.primary(root.clone());
+    primary.status_type = Some(naming::type_ident(&format!("{root}Status"), &[]));
+    primary.status_subresource = true;
+    Ok(PrimaryFacts::plain(primary, Archetype::Derived))
+}
+
+fn generic(kinds: &[k8s_catalog::BuiltinKind]) -> PrimaryFacts {
+    let names: Vec<&str> = kinds.iter().map(|k| k.kind).collect();
+    let joined = names.join(", ");
+    let mut primary = Names {
+        kind: &joined,
+        group: "",
+        version: "",
+        plural: "",
+        namespaced: true,
+    }
+    .primary(naming::type_ident("PartialObjectMeta", &[]));
+    primary.crd_name = Text::new(joined.clone());
+    let mut related: Vec<Related> = kinds.iter().map(Related::builtin).collect();
+    related.sort_by(|a, b| a.rust_name.cmp(&b.rust_name));
+    related.dedup_by(|a, b| a.rust_name == b.rust_name);
+    let mut facts = PrimaryFacts::plain(primary, Archetype::Generic);
+    facts.generic_kinds = related;
+    facts
+}
+
+/// The condition fields of `schema`'s `status.conditions`, when its items are objects with
+/// string `type` and `status` (the shape of `metav1.Condition` and its many look-alikes).
+pub(super) fn conditions(schema: &JSONSchemaProps) -> Option<Conditions> {
+    let property = |s: &JSONSchemaProps, name: &str| s.properties.as_ref()?.get(name).cloned();
+    let list = property(&property(schema, "status")?, "conditions")?;
+    let Some(JSONSchemaPropsOrArray::Schema(item)) = &list.items else {
+        return None;
+    };
+    let is = |name: &str, type_: &str| {
+        property(item, name).is_some_and(|p| p.type_.as_deref() == Some(type_))
+    };
+    (list.type_.as_deref() == Some("array") && is("type", "string") && is("status", "string")).then(
+        || Conditions {
+            reason: is("reason", "string"),
+            message: is("message", "string"),
+            last_transition_time: is("lastTransitionTime", "string"),
+            observed_generation: is("observedGeneration", "integer"),
+        },
+    )
+}

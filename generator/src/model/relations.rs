@@ -1,0 +1,443 @@
+//! The primary's relations from `operator.yaml`: owned children, watched objects and their
+//! mapping rules, external systems, and the Rust names and imports they all need.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::{Serialize, Serializer};
+
+use super::{Primary, TypesModule};
+use crate::{
+    crd_document::SelectedCrd,
+    error::{Error, Result},
+    k8s_catalog,
+    manifest::{ExternalSource, Manifest, MapRule},
+    naming, rust_types, schema_path,
+    text::{Constant, Ident, RustPath, Text},
+};
+
+/// A CRD named by an `owns:`/`watches:` entry, loaded by the caller.
+#[derive(Debug, Clone)]
+pub struct RelatedCrd {
+    /// The manifest field that named it (`owns[0]`), for errors.
+    pub field: String,
+    pub selected: SelectedCrd,
+}
+
+/// An owned or watched kind.
+#[derive(Debug, Clone, Serialize)]
+pub struct Related {
+    pub kind: Text,
+    /// Full path of the Rust type (`k8s_openapi::api::core::v1::ConfigMap`), imported once.
+    pub rust_path: RustPath,
+    /// The type's name as used after the import (`ConfigMap`, or an alias).
+    pub rust_name: Ident,
+    pub namespaced: bool,
+    /// Snake-case stem for variables and functions (`config_map`).
+    pub ident: Ident,
+    /// API group and plural, for RBAC rules.
+    pub group: Text,
+    pub plural: Text,
+    /// A k8s-openapi kind (it has `Default`), rather than a custom one.
+    pub builtin: bool,
+    /// Whether the skeleton can apply an empty object of this kind as a working example.
+    pub skeleton: bool,
+}
+
+impl Related {
+    /// A built-in kind, as k8s-openapi names it.
+    pub(super) fn builtin(b: &k8s_catalog::BuiltinKind) -> Self {
+        Self {
+            kind: Text::from(b.kind),
+            rust_path: RustPath::constant(b.rust_path),
+            rust_name: naming::type_ident(b.kind, &[]),
+            namespaced: b.namespaced,
+            ident: naming::snake_ident(b.kind),
+            group: Text::from(b.group),
+            plural: Text::from(b.plural),
+            builtin: true,
+            skeleton: b.empty_object_is_valid(),
+        }
+    }
+}
+
+/// How a watched object names its primary.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MapKind {
+    Label,
+    Annotation,
+    Field,
+}
+
+impl MapKind {
+    fn word(self) -> &'static str {
+        match self {
+            Self::Label => "label",
+            Self::Annotation => "annotation",
+            Self::Field => "field",
+        }
+    }
+}
+
+impl Serialize for MapKind {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        Constant(self.word()).serialize(serializer)
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Watched {
+    pub related: Related,
+    pub rule: MapKind,
+    /// Label or annotation key, or a JSON pointer to the field.
+    pub key: Text,
+    /// Name of the constant holding it (`SECRET_LABEL`).
+    pub key_const: Ident,
+    /// The key or the dotted field path as the manifest wrote it, for docs.
+    pub source: Text,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct External {
+    pub name: Text,
+    pub ident: Ident,
+    pub channel: bool,
+    pub interval_secs: u64,
+}
+
+/// One `use` line of controller.rs.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub struct Import {
+    pub path: RustPath,
+    /// `as` name, when the type's own name is taken in controller.rs.
+    pub alias: Option<Ident>,
+}
+
+/// The relations, resolved.
+pub(super) struct Relations {
+    pub owns: Vec<Related>,
+    pub watches: Vec<Watched>,
+    pub external: Vec<External>,
+    pub imports: Vec<Import>,
+    /// Types modules of related custom kinds.
+    pub types: Vec<TypesModule>,
+    pub uses_chrono: bool,
+    pub warnings: Vec<String>,
+}
+
+type Bad<'a> = &'a dyn Fn(&str, String) -> Error;
+
+/// Resolves the manifest's relations against the catalog and the related CRDs.
+pub(super) fn resolve(
+    manifest: &Manifest,
+    related_crds: &[RelatedCrd],
+    primary: &Primary,
+    modules: &mut naming::ModuleNames,
+    bad: Bad,
+) -> Result<Relations> {
+    let mut resolver = Resolver {
+        related_crds,
+        modules,
+        types: Vec::new(),
+        modules_by_crd: BTreeMap::new(),
+        uses_chrono: false,
+        warnings: Vec::new(),
+        bad,
+    };
+    let mut owns = Vec::new();
+    for (i, owned) in manifest.owns.iter().enumerate() {
+        let field = format!("owns[{i}]");
+        let (related, _) = resolver.related(&field, &owned.kind, owned.crd.is_some())?;
+        if owns.iter().any(|o: &Related| o.kind == related.kind) {
+            return Err(bad(
+                &format!("{field}.kind"),
+                format!("{} is owned twice; list it once", related.kind),
+            ));
+        }
+        if primary.namespaced && !related.namespaced {
+            return Err(bad(
+                &format!("{field}.kind"),
+                format!(
+                    "{} is cluster-scoped and {} is namespaced; Kubernetes cannot resolve an owner \
+                     reference from a cluster-scoped object to a namespaced one, so watch it instead",
+                    related.kind, primary.kind
+                ),
+            ));
+        }
+        owns.push(related);
+    }
+    let mut watches = Vec::new();
+    for (i, watched) in manifest.watches.iter().enumerate() {
+        let field = format!("watches[{i}]");
+        let (related, schema) = resolver.related(&field, &watched.kind, watched.crd.is_some())?;
+        if watches
+            .iter()
+            .any(|w: &Watched| w.related.kind == related.kind)
+        {
+            return Err(bad(
+                &format!("{field}.kind"),
+                format!("{} is watched twice; list it once", related.kind),
+            ));
+        }
+        watches.push(watch(&field, related, &watched.map, &schema, bad)?);
+    }
+    let external = external(manifest, bad)?;
+    let imports = imports(&mut owns, &mut watches, &external)
+        .map_err(|reason| bad("owns/watches", reason))?;
+    Ok(Relations {
+        owns,
+        watches,
+        external,
+        imports,
+        types: resolver.types,
+        uses_chrono: resolver.uses_chrono,
+        warnings: resolver.warnings,
+    })
+}
+
+/// Looks related kinds up, generating types once per related CRD.
+struct Resolver<'a, 'b> {
+    related_crds: &'a [RelatedCrd],
+    modules: &'a mut naming::ModuleNames,
+    types: Vec<TypesModule>,
+    /// Module of each related CRD already generated, by CRD name and version.
+    modules_by_crd: BTreeMap<(String, String), (Ident, Ident)>,
+    uses_chrono: bool,
+    warnings: Vec<String>,
+    bad: Bad<'b>,
+}
+
+impl Resolver<'_, '_> {
+    /// The kind named at `field`, and its schema (for field paths).
+    fn related(
+        &mut self,
+        field: &str,
+        kind: &str,
+        crd_given: bool,
+    ) -> Result<(Related, serde_json::Value)> {
+        if crd_given {
+            let related = self
+                .related_crds
+                .iter()
+                .find(|r| r.field == field)
+                .ok_or_else(|| {
+                    (self.bad)(
+                        field,
+                        "its `crd:` was not loaded (generator bug)".to_owned(),
+                    )
+                })?;
+            return self.custom(&related.selected);
+        }
+        let builtin = k8s_catalog::find(kind).ok_or_else(|| {
+            let known: Vec<&str> = k8s_catalog::all().iter().map(|k| k.kind).collect();
+            (self.bad)(
+                &format!("{field}.kind"),
+                format!(
+                    "unknown kind {kind:?}; name a built-in kind ({}) or give `crd:` with the CRD that defines it",
+                    known.join(", ")
+                ),
+            )
+        })?;
+        Ok((Related::builtin(&builtin), builtin.schema()))
+    }
+
+    /// A kind from a CRD: its types go in a module of their own, one per CRD and version,
+    /// named apart from every other types module.
+    fn custom(&mut self, selected: &SelectedCrd) -> Result<(Related, serde_json::Value)> {
+        let crd = &selected.crd;
+        let key = (selected.name().to_owned(), selected.version().name.clone());
+        let (module, root) = match self.modules_by_crd.get(&key) {
+            Some(known) => known.clone(),
+            None => {
+                let generated = rust_types::generate(selected)?;
+                self.uses_chrono |= generated.uses_chrono;
+                self.warnings.extend(generated.warnings);
+                let module = self.modules.name(&crd.spec.names.kind);
+                self.types.push(TypesModule {
+                    module: module.clone(),
+                    code: generated.code,
+                });
+                let names = (module, generated.root);
+                self.modules_by_crd.insert(key, names.clone());
+                names
+            }
+        };
+        let schema = selected
+            .schema()
+            .and_then(|s| serde_json::to_value(s).ok())
+            .unwrap_or_default();
+        let types = RustPath::constant("crate::types");
+        let kind = &crd.spec.names.kind;
+        Ok((
+            Related {
+                ident: naming::snake_ident(kind),
+                kind: Text::from(kind.as_str()),
+                rust_path: types.join(&module).join(&root),
+                rust_name: root,
+                namespaced: crd.spec.scope == "Namespaced",
+                group: Text::from(crd.spec.group.as_str()),
+                plural: Text::from(crd.spec.names.plural.as_str()),
+                builtin: false,
+                skeleton: false,
+            },
+            schema,
+        ))
+    }
+}
+
+/// A watched kind with its mapping rule, checked: a label or annotation key must be one
+/// Kubernetes accepts, and a field path must lead to a string field of the kind's schema.
+fn watch(
+    field: &str,
+    related: Related,
+    map: &MapRule,
+    schema: &serde_json::Value,
+    bad: Bad,
+) -> Result<Watched> {
+    let (rule, key, source) = match map {
+        MapRule::Label(key) | MapRule::Annotation(key) => {
+            naming::check_label_key(key).map_err(|reason| bad(&format!("{field}.map"), reason))?;
+            let rule = if matches!(map, MapRule::Label(_)) {
+                MapKind::Label
+            } else {
+                MapKind::Annotation
+            };
+            (rule, key.clone(), key.clone())
+        }
+        MapRule::Field(path) => {
+            check_field_path(schema, path).map_err(|problem| {
+                bad(
+                    &format!("{field}.map.field"),
+                    format!("{path:?} does not exist in {}: {problem}", related.kind),
+                )
+            })?;
+            (MapKind::Field, naming::json_pointer(path), path.clone())
+        }
+    };
+    let suffix = if rule == MapKind::Field {
+        "pointer"
+    } else {
+        rule.word()
+    };
+    Ok(Watched {
+        key_const: naming::const_ident(&format!("{}_{suffix}", related.ident)),
+        related,
+        rule,
+        key: Text::new(key),
+        source: Text::new(source),
+    })
+}
+
+/// Field paths into `metadata` are checked against ObjectMeta, since CRD schemas leave
+/// metadata untyped; everything else against the kind's own schema.
+fn check_field_path(
+    schema: &serde_json::Value,
+    path: &str,
+) -> Result<(), schema_path::PathProblem> {
+    match path.split_once('.') {
+        Some(("metadata", rest)) => {
+            let meta =
+                schemars::schema_for!(k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta)
+                    .to_value();
+            schema_path::check_string_field(&meta, rest)
+        }
+        _ => schema_path::check_string_field(schema, path),
+    }
+}
+
+fn external(manifest: &Manifest, bad: Bad) -> Result<Vec<External>> {
+    let mut external = Vec::new();
+    let mut seen = BTreeSet::new();
+    for (i, ext) in manifest.external.iter().enumerate() {
+        let field = format!("external[{i}]");
+        naming::check_external_name(&ext.name)
+            .map_err(|reason| bad(&format!("{field}.name"), reason))?;
+        if !seen.insert(ext.name.clone()) {
+            return Err(bad(
+                &format!("{field}.name"),
+                format!("{:?} is used twice", ext.name),
+            ));
+        }
+        if ext.source == ExternalSource::Channel && ext.interval.is_some() {
+            return Err(bad(
+                &format!("{field}.interval"),
+                "only `source: poll` has an interval".to_owned(),
+            ));
+        }
+        external.push(External {
+            name: Text::new(ext.name.clone()),
+            ident: naming::snake_ident(&ext.name),
+            channel: ext.source == ExternalSource::Channel,
+            interval_secs: ext.interval.map_or(60, |d| d.as_secs().max(1)),
+        });
+    }
+    Ok(external)
+}
+
+/// Names controller.rs defines or imports itself; a related kind with one of these names is
+/// imported under an alias (`Controller` becomes `ControllerKind`).
+const CONTROLLER_NAMES: &[&str] = &[
+    "Action",
+    "Api",
+    "Arc",
+    "Client",
+    "Context",
+    "Controller",
+    "Duration",
+    "Error",
+    "HashMap",
+    "Instant",
+    "Mutex",
+    "ObjectRef",
+    "ObjectReference",
+    "Predicate",
+    "PredicateConfig",
+    "Primary",
+    "Reconciler",
+    "Resource",
+    "ResourceExt",
+    "Result",
+    "StreamExt",
+    "WatchStreamExt",
+    "mpsc",
+];
+
+/// Gives each related kind the name controller.rs uses for it, and returns the `use` lines
+/// that bring them in, sorted. Two different kinds with one name are refused.
+fn imports(
+    owns: &mut [Related],
+    watches: &mut [Watched],
+    external: &[External],
+) -> Result<Vec<Import>, String> {
+    let mut by_name: BTreeMap<Ident, RustPath> = BTreeMap::new();
+    for related in owns
+        .iter_mut()
+        .chain(watches.iter_mut().map(|w| &mut w.related))
+    {
+        if CONTROLLER_NAMES.contains(&related.rust_name.as_str()) {
+            related.rust_name = naming::type_ident(&format!("{}Kind", related.rust_name), &[]);
+        }
+        match by_name.insert(related.rust_name.clone(), related.rust_path.clone()) {
+            Some(other) if other != related.rust_path => {
+                return Err(format!(
+                    "two related kinds are named {}: {other} and {}",
+                    related.rust_name, related.rust_path
+                ));
+            }
+            _ => {}
+        }
+    }
+    let mut imports: BTreeSet<Import> = by_name
+        .into_iter()
+        .map(|(name, path)| Import {
+            alias: (path.last() != name.as_str()).then_some(name),
+            path,
+        })
+        .collect();
+    if external.iter().any(|e| e.channel) {
+        imports.insert(Import {
+            path: RustPath::constant("tokio::sync::mpsc"),
+            alias: None,
+        });
+    }
+    Ok(imports.into_iter().collect())
+}

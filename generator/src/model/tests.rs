@@ -1,0 +1,288 @@
+//! Unit tests of `analyze`: inline CRDs and manifests, asserting on the model.
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::JSONSchemaProps;
+
+use super::{primary::conditions, *};
+use crate::crd_document::{Selection, parse_all, select, tests::CRD};
+
+fn analyze_with(manifest: &str) -> Result<Operator> {
+    let with_spec = "schema: { openAPIV3Schema: { type: object, properties: { spec: { type: object, \
+                     properties: { size: { type: integer } } } } } }";
+    let crd = CRD.replace("schema: { openAPIV3Schema: { type: object } }", with_spec);
+    let primary = select(
+        "w.yaml",
+        parse_all("w.yaml", crd.as_bytes())?,
+        &Selection::default(),
+    )?;
+    let manifest = Manifest::parse("operator.yaml", manifest)?;
+    let input = PrimaryInput::Crd {
+        selected: Box::new(primary),
+        dynamic: false,
+    };
+    analyze(
+        "operator.yaml",
+        &manifest,
+        &input,
+        &[],
+        CommandFlags::default(),
+    )
+}
+
+fn error_of(manifest: &str) -> String {
+    analyze_with(manifest)
+        .expect_err("the manifest should be refused")
+        .to_string()
+}
+
+#[test]
+fn relations_become_resolved_names() {
+    let operator = analyze_with(
+        "owns: [{kind: configmap}]\nwatches: [{kind: Secret, map: {field: metadata.name}}]\nexternal: [{name: rule-registry}]",
+    )
+    .unwrap();
+    assert_eq!(operator.crate_name.raw(), "widget-controller");
+    assert_eq!(operator.crate_ident.as_str(), "widget_controller");
+    assert_eq!(
+        operator.owns[0].rust_path.as_str(),
+        "k8s_openapi::api::core::v1::ConfigMap"
+    );
+    assert_eq!(operator.watches[0].key.raw(), "/metadata/name");
+    assert_eq!(operator.external[0].ident.as_str(), "rule_registry");
+    assert_eq!(
+        operator.finalizer_name.raw(),
+        "example.com/widget-controller"
+    );
+    assert!(operator.finalizer);
+}
+
+#[test]
+fn rbac_grants_what_each_relation_uses_and_no_more() {
+    let rules = |manifest: &str| -> Vec<(String, String, String)> {
+        analyze_with(manifest)
+            .unwrap()
+            .rbac
+            .into_iter()
+            .map(|r| {
+                let verbs: Vec<&str> = r.verbs.iter().map(|v| v.0).collect();
+                (
+                    r.api_group.raw().to_owned(),
+                    r.resource.raw().to_owned(),
+                    verbs.join(","),
+                )
+            })
+            .collect()
+    };
+    let primary = (
+        "example.com".to_owned(),
+        "widgets".to_owned(),
+        "get,list,watch,patch".to_owned(),
+    );
+    let events = (
+        "events.k8s.io".to_owned(),
+        "events".to_owned(),
+        "create,patch".to_owned(),
+    );
+    let configmaps = (
+        "".to_owned(),
+        "configmaps".to_owned(),
+        "get,list,watch,create,patch,delete".to_owned(),
+    );
+    let deployments = (
+        "apps".to_owned(),
+        "deployments".to_owned(),
+        "get,list,watch".to_owned(),
+    );
+    let finalizers = (
+        "example.com".to_owned(),
+        "widgets/finalizers".to_owned(),
+        "update".to_owned(),
+    );
+    assert_eq!(rules(""), vec![events.clone(), primary.clone()]);
+    assert_eq!(
+        rules("owns: [{kind: ConfigMap}]"),
+        vec![configmaps, events.clone(), primary.clone()]
+    );
+    assert_eq!(
+        rules("watches: [{kind: Deployment, map: {label: a}}]"),
+        vec![deployments, events.clone(), primary.clone()]
+    );
+    assert_eq!(
+        rules("external: [{name: registry}]"),
+        vec![events, primary, finalizers]
+    );
+}
+
+#[test]
+fn namespace_scope_takes_a_role_and_refuses_cluster_scoped_kinds() {
+    let operator = analyze_with("scope: namespace\nowns: [{kind: ConfigMap}]").unwrap();
+    assert!(operator.namespace_scoped);
+    assert_eq!(operator.watch_api.0, "default_namespaced");
+    assert_eq!(analyze_with("").unwrap().watch_api.0, "all");
+    let err = error_of("scope: namespace\nwatches: [{kind: ClusterRole, map: {label: a}}]");
+    assert!(
+        err.contains("field `scope`") && err.contains("ClusterRole is cluster-scoped"),
+        "{err}"
+    );
+}
+
+#[test]
+fn conditions_are_recorded_only_behind_a_status_subresource() {
+    let condition = |extra: &str| {
+        format!(
+            "{{type: object, properties: {{type: {{type: string}}, status: {{type: string}}{extra}}}}}"
+        )
+    };
+    let schema = |item: &str| -> JSONSchemaProps {
+        serde_saphyr::from_str(&format!(
+            "{{type: object, properties: {{status: {{type: object, properties: \
+             {{conditions: {{type: array, items: {item}}}}}}}}}}}"
+        ))
+        .unwrap()
+    };
+    let full = condition(
+        ", reason: {type: string}, lastTransitionTime: {type: string}, observedGeneration: {type: integer}",
+    );
+    assert_eq!(
+        conditions(&schema(&full)),
+        Some(Conditions {
+            reason: true,
+            message: false,
+            last_transition_time: true,
+            observed_generation: true,
+        })
+    );
+    assert_eq!(
+        conditions(&schema(&condition(""))),
+        Some(Conditions::default())
+    );
+    let no_status = "{type: object, properties: {type: {type: string}}}";
+    assert_eq!(conditions(&schema(no_status)), None);
+    // The test CRD has neither a status nor a /status subresource.
+    let operator = analyze_with("").unwrap();
+    assert!(!operator.primary.status_subresource && operator.primary.conditions.is_none());
+    assert!(
+        !operator
+            .rbac
+            .iter()
+            .any(|r| r.resource.raw().ends_with("/status"))
+    );
+}
+
+#[test]
+fn the_manifest_sample_is_written_over_the_schema_sample() {
+    let operator = analyze_with("sample: {spec: {size: 3}}").unwrap();
+    let sample = |operator: Operator| operator.primary.sample.map(|s| s.raw().to_owned());
+    assert_eq!(sample(operator).as_deref(), Some(r#"{"spec":{"size":3}}"#));
+    let least = sample(analyze_with("").unwrap());
+    assert_eq!(least.as_deref(), Some(r#"{"spec":{}}"#));
+}
+
+#[test]
+fn an_unknown_kind_is_named_with_its_field() {
+    let err = error_of("owns: [{kind: ConfigMap}, {kind: Widgetz}]");
+    assert!(
+        err.contains("owns[1].kind") && err.contains("\"Widgetz\"") && err.contains("crd:"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_field_path_missing_from_the_schema_is_refused() {
+    let err = error_of("watches: [{kind: ConfigMap, map: {field: spec.target}}]");
+    assert!(
+        err.contains("watches[0].map.field") && err.contains("has no field `spec`"),
+        "{err}"
+    );
+    let err = error_of("watches: [{kind: Secret, map: {field: metadata.generation}}]");
+    assert!(err.contains("string field"), "{err}");
+    assert!(analyze_with("watches: [{kind: ConfigMap, map: {field: data.policy}}]").is_ok());
+}
+
+#[test]
+fn bad_names_and_keys_are_refused() {
+    assert!(error_of("name: 9lives").contains("field `name`"));
+    assert!(
+        error_of("watches: [{kind: Secret, map: {label: 'not a key'}}]").contains("watches[0].map")
+    );
+    assert!(error_of("external: [{name: Registry}]").contains("external[0].name"));
+    assert!(error_of("external: [{name: a}, {name: a}]").contains("used twice"));
+    assert!(error_of("owns: [{kind: Secret}, {kind: secret}]").contains("owned twice"));
+    assert!(error_of("dependencies: {kube: '5'}").contains("already a dependency"));
+}
+
+#[test]
+fn extra_dependencies_are_quoted_as_toml() {
+    let operator = analyze_with(
+        "dependencies: {serde_yaml: '0.9', reqwest: {version: '0.13', default-features: false, features: [json]}}",
+    )
+    .unwrap();
+    let spec = |name: &str| {
+        operator
+            .dependencies
+            .iter()
+            .find(|d| d.name.raw() == name)
+            .unwrap()
+            .spec
+            .to_string()
+    };
+    assert_eq!(spec("serde_yaml"), "\"0.9\"");
+    assert_eq!(
+        spec("reqwest"),
+        "{ default-features = false, features = [\"json\"], version = \"0.13\" }"
+    );
+}
+
+#[test]
+fn a_namespaced_primary_cannot_own_a_cluster_scoped_kind() {
+    let err = error_of("owns: [{kind: ClusterRole}]");
+    assert!(
+        err.contains("owns[0].kind") && err.contains("cluster-scoped"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_crate_name_taken_by_a_dependency_or_cargo_is_refused() {
+    for name in ["kube", "serde-json", "tokio", "tower-test", "deps", "build"] {
+        let err = error_of(&format!("name: {name}"));
+        assert!(err.contains("field `name`"), "{name}: {err}");
+    }
+    let err = error_of("name: my-op\ndependencies: {my_op: '1'}");
+    assert!(err.contains("field `name`"), "{err}");
+}
+
+#[test]
+fn headers_name_flags_but_no_paths() {
+    let flags = CommandFlags {
+        crd: true,
+        kind: true,
+        version: false,
+        manifest: true,
+    };
+    let crd = CRD.replace(
+        "schema: { openAPIV3Schema: { type: object } }",
+        "schema: { openAPIV3Schema: { type: object, properties: { spec: { type: object } } } }",
+    );
+    let primary = select(
+        "w.yaml",
+        parse_all("w.yaml", crd.as_bytes()).unwrap(),
+        &Selection::default(),
+    )
+    .unwrap();
+    let input = PrimaryInput::Crd {
+        selected: Box::new(primary),
+        dynamic: false,
+    };
+    let operator = analyze(
+        "/tmp/x/operator.yaml",
+        &Manifest::default(),
+        &input,
+        &[],
+        flags,
+    )
+    .unwrap();
+    assert_eq!(
+        operator.provenance.regenerate.raw(),
+        "cargo xtask gen --crd <CRD> --kind Widget --manifest <operator.yaml> --out <this crate>"
+    );
+}

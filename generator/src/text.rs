@@ -1,0 +1,421 @@
+//! The only values a template can print: text already escaped for the place it goes.
+//!
+//! A CRD, a manifest and a command line are text from strangers, and a generated crate is
+//! built and run on the user's machine, so none of that text may become code or
+//! configuration. Rather than trusting every template to escape every value, the model
+//! carries no printable raw string at all: each value is one of the types here, built in one
+//! place and escaped for one output language. Each serializes into the template context as a
+//! Tera *safe* string, and [`crate::render`] turns on autoescaping with an escape function
+//! that refuses, so a raw string reaching `{{ }}` fails the render instead of pasting text
+//! into a file (see `render::refuse_raw_text`).
+//!
+//! - [`Ident`], [`RustPath`]: Rust identifiers and paths, valid by construction.
+//! - [`Text`]: any outside text, printed only through one of its escaped forms: `.rs` (a Rust
+//!   string literal, also for `#[doc = …]`), `.comment` (one line for `//`, `///` or `#`),
+//!   `.toml`, `.yaml` (each from that language's serializer), `.md` (a Markdown code span) and
+//!   `.plain`, present only for inert text such as validated names.
+//! - [`Code`]: Rust source the generator built and parsed; [`TomlValue`] and [`YamlDocument`]:
+//!   output of the TOML and YAML serializers; [`Constant`]: the generator's own text.
+
+use std::fmt;
+
+use serde::{Serialize, Serializer};
+
+/// Serializes `text` as a Tera safe string: printed as it is, where a plain string would be
+/// refused. Outside Tera it is an ordinary string.
+fn safe<S: Serializer>(text: &str, serializer: S) -> Result<S::Ok, S::Error> {
+    tera::Value::safe_string(text).serialize(serializer)
+}
+
+/// Implements `Serialize` (as a safe string), `Display` and `as_str` for a newtype over
+/// `String` or `&'static str` whose content is already fit for its output language.
+macro_rules! printable {
+    ($type:ident) => {
+        impl $type {
+            /// The text as it is printed.
+            pub fn as_str(&self) -> &str {
+                &self.0
+            }
+        }
+
+        impl Serialize for $type {
+            fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+                safe(&self.0, serializer)
+            }
+        }
+
+        impl fmt::Display for $type {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(&self.0)
+            }
+        }
+    };
+}
+
+/// A Rust identifier (possibly raw, `r#type`), checked by the Rust parser when made.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Ident(String);
+printable!(Ident);
+
+impl Ident {
+    /// `name` as an identifier, or `None` when the Rust parser does not take it as one.
+    /// Names are decided in [`crate::naming`], which only ever asks for valid ones.
+    pub fn parse(name: &str) -> Option<Self> {
+        syn::parse_str::<syn::Ident>(name)
+            .ok()
+            .map(|_| Self(name.to_owned()))
+    }
+
+    /// A name that is always an identifier, for the case where a builder made none.
+    pub(crate) fn placeholder() -> Self {
+        Self("unnamed".to_owned())
+    }
+}
+
+impl PartialEq<&str> for Ident {
+    fn eq(&self, other: &&str) -> bool {
+        self.0 == *other
+    }
+}
+
+/// A Rust path such as `k8s_openapi::api::core::v1::ConfigMap`: identifiers joined by `::`.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct RustPath(String);
+printable!(RustPath);
+
+impl RustPath {
+    /// `path` when every segment is an identifier (or `crate`, `self`, `super`).
+    pub fn parse(path: &str) -> Option<Self> {
+        let ok = path.split("::").all(|segment| {
+            matches!(segment, "crate" | "self" | "super") || Ident::parse(segment).is_some()
+        });
+        ok.then(|| Self(path.to_owned()))
+    }
+
+    /// A path written in the generator's own source. Input is never `'static`, so this
+    /// cannot carry it; a malformed constant is a generator bug that tests catch.
+    pub fn constant(path: &'static str) -> Self {
+        debug_assert!(Self::parse(path).is_some(), "{path} is not a Rust path");
+        Self(path.to_owned())
+    }
+
+    /// This path with `ident` appended.
+    pub fn join(&self, ident: &Ident) -> Self {
+        Self(format!("{}::{ident}", self.0))
+    }
+
+    /// The last segment.
+    pub fn last(&self) -> &str {
+        self.0.rsplit("::").next().unwrap_or(&self.0)
+    }
+}
+
+/// Text fixed in the generator's source: RBAC verbs, reasons, constant choices. It cannot
+/// hold input, because input is never `'static`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Constant(pub &'static str);
+printable!(Constant);
+
+/// Rust source the generator assembled and parsed, laid out by prettyplease.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Code(String);
+printable!(Code);
+
+impl Code {
+    /// The source of a parsed file: whatever text went into it, it parsed as Rust, and every
+    /// piece of input in it was placed as an identifier or an escaped literal.
+    pub fn from_file(file: &syn::File) -> Self {
+        Self(prettyplease::unparse(file))
+    }
+}
+
+/// A TOML value written by the TOML serializer, or a constant the generator wrote as TOML.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TomlValue(String);
+printable!(TomlValue);
+
+impl TomlValue {
+    /// `value` in TOML syntax (an inline table for a table).
+    pub fn new(value: &toml::Value) -> Self {
+        Self(value.to_string())
+    }
+
+    /// TOML the generator wrote in its own source.
+    pub fn constant(toml: &'static str) -> Self {
+        Self(toml.to_owned())
+    }
+}
+
+/// A whole YAML document written by the YAML serializer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct YamlDocument(String);
+printable!(YamlDocument);
+
+impl YamlDocument {
+    /// `value` as a YAML document. Long single-line strings (CRD descriptions, patterns) stay
+    /// on one line rather than being folded at 80 columns; text with line breaks becomes a
+    /// literal block.
+    pub fn new(value: &impl Serialize) -> Result<Self, serde_saphyr::ser::Error> {
+        let mut options = serde_saphyr::SerializerOptions::default();
+        options.folded_wrap_chars = usize::MAX;
+        serde_saphyr::to_string_with_options(value, options).map(Self)
+    }
+}
+
+/// Outside text. Templates print it only through one of its escaped forms, chosen for the
+/// place it goes; printing the value itself is refused at render time.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Text(String);
+
+impl Text {
+    pub fn new(text: impl Into<String>) -> Self {
+        Self(text.into())
+    }
+
+    /// The text itself, for the generator's decisions; never for output.
+    pub fn raw(&self) -> &str {
+        &self.0
+    }
+
+    /// A Rust string literal with this value: quotes, backslashes, control and invisible
+    /// characters escaped (the grammar of `str`'s `Debug`). Also the argument of `#[doc = …]`.
+    pub fn rs(&self) -> String {
+        format!("{:?}", self.0)
+    }
+
+    /// One line for a comment in any language (`//`, `///`, `//!`, `#`): every character
+    /// that is not printable ASCII or a Unicode letter or digit becomes `\u{…}`, so a line
+    /// break, a bidirectional override or a line separator cannot end or disguise the line.
+    pub fn comment(&self) -> String {
+        let mut out = String::with_capacity(self.0.len());
+        for c in self.0.chars() {
+            if c == ' ' || c.is_ascii_graphic() || (!c.is_ascii() && c.is_alphanumeric()) {
+                out.push(c);
+            } else {
+                out.extend(c.escape_unicode());
+            }
+        }
+        out
+    }
+
+    /// A TOML string, from the TOML serializer.
+    pub fn toml(&self) -> String {
+        toml::Value::String(self.0.clone()).to_string()
+    }
+
+    /// A YAML scalar from the YAML serializer, kept on one line and double-quoted whenever it
+    /// holds anything a flow collection (`[a, b]`) would read as syntax.
+    pub fn yaml(&self) -> String {
+        let plain = serde_saphyr::to_string(&self.0).unwrap_or_default();
+        let plain = plain.trim_end_matches('\n');
+        let quoted = plain.starts_with(['"', '\'']);
+        if !plain.is_empty()
+            && !plain.contains('\n')
+            && (quoted || !plain.contains([',', '[', ']', '{', '}']))
+        {
+            return plain.to_owned();
+        }
+        serde_saphyr::to_string(&serde_saphyr::DoubleQuoted(self.0.as_str()))
+            .map(|s| s.trim_end_matches('\n').to_owned())
+            .unwrap_or_else(|_| serde_json::Value::from(self.0.as_str()).to_string())
+    }
+
+    /// A Markdown code span of the comment form: a backtick fence longer than any run of
+    /// backticks inside, and `|` escaped so a table cell stays one cell.
+    pub fn md(&self) -> String {
+        let text = self.comment().replace('|', "\\|");
+        let longest = text.split(|c| c != '`').map(str::len).max().unwrap_or(0);
+        let fence = "`".repeat(longest + 1);
+        let pad = if text.starts_with('`') || text.ends_with('`') {
+            " "
+        } else {
+            ""
+        };
+        format!("{fence}{pad}{text}{pad}{fence}")
+    }
+
+    /// The text itself when it is inert in every output language: ASCII letters, digits and
+    /// `.`, `-`, `_`, `/`, starting with a letter or digit, as names checked against the
+    /// Kubernetes and cargo rules are.
+    pub fn plain(&self) -> Option<&str> {
+        let inert = self.0.len() <= 253
+            && self.0.starts_with(|c: char| c.is_ascii_alphanumeric())
+            && self
+                .0
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_' | '/'));
+        inert.then_some(self.0.as_str())
+    }
+}
+
+impl Serialize for Text {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let forms = [
+            self.rs(),
+            self.comment(),
+            self.toml(),
+            self.yaml(),
+            self.md(),
+        ];
+        Forms(&forms, self.plain()).serialize(serializer)
+    }
+}
+
+/// The escaped forms of a [`Text`], as templates see them: a map whose values are safe
+/// strings, so `{{ name }}` alone prints a map and is refused, and `{{ name.yaml }}` prints.
+struct Forms<'a>(&'a [String; 5], Option<&'a str>);
+
+impl Serialize for Forms<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let [rs, comment, toml, yaml, md] = self.0;
+        let mut forms = serializer.serialize_struct("Forms", 6)?;
+        forms.serialize_field("rs", &SafeStr(rs))?;
+        forms.serialize_field("comment", &SafeStr(comment))?;
+        forms.serialize_field("toml", &SafeStr(toml))?;
+        forms.serialize_field("yaml", &SafeStr(yaml))?;
+        forms.serialize_field("md", &SafeStr(md))?;
+        match self.1 {
+            Some(plain) => forms.serialize_field("plain", &SafeStr(plain))?,
+            None => forms.skip_field("plain")?,
+        }
+        forms.end()
+    }
+}
+
+/// A borrowed, already escaped string serialized as safe.
+struct SafeStr<'a>(&'a str);
+
+impl Serialize for SafeStr<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        safe(self.0, serializer)
+    }
+}
+
+impl fmt::Display for Text {
+    /// The comment form: safe to show a person on one line.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.comment())
+    }
+}
+
+impl From<&str> for Text {
+    fn from(text: &str) -> Self {
+        Self::new(text)
+    }
+}
+
+impl From<String> for Text {
+    fn from(text: String) -> Self {
+        Self::new(text)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const HOSTILE: &[&str] = &[
+        "plain",
+        "quote \" and \\ backslash",
+        "\"#; panic!(); r#\"",
+        "*/ \n\t\r\u{0}",
+        "line\u{2028}separator\u{2029}",
+        "bidi \u{202e}override",
+        "`tick` ```fence",
+        "{{ x }} {% if %}",
+        "#![no_std]",
+        "[patch.crates-io]\nkube = { path = \"/tmp\" }",
+        "---\nkind: Secret",
+        "]]",
+        "é ✓ ²",
+        "",
+    ];
+
+    #[test]
+    fn the_rust_form_is_a_literal_with_the_same_value() {
+        for text in HOSTILE {
+            let literal: syn::LitStr = syn::parse_str(&Text::from(*text).rs()).unwrap();
+            assert_eq!(literal.value(), *text);
+            let doc = format!("#[doc = {}] struct S;", Text::from(*text).rs());
+            syn::parse_file(&doc).unwrap();
+        }
+    }
+
+    #[test]
+    fn the_comment_form_stays_one_printable_line() {
+        for text in HOSTILE {
+            let comment = Text::from(*text).comment();
+            assert!(
+                comment.chars().all(|c| c == ' '
+                    || c.is_ascii_graphic()
+                    || (!c.is_ascii() && c.is_alphanumeric())),
+                "{comment:?}"
+            );
+            let file = format!("// {comment}\n/// {comment}\nstruct S;\n");
+            let parsed = syn::parse_file(&file).unwrap();
+            assert_eq!(parsed.items.len(), 1, "{comment:?}");
+        }
+        assert_eq!(Text::from("a\nb").comment(), "a\\u{a}b");
+    }
+
+    #[test]
+    fn the_toml_form_parses_back_to_the_same_string() {
+        for text in HOSTILE {
+            let document = format!("key = {}\nother = 1\n", Text::from(*text).toml());
+            let table: toml::Table = document.parse().unwrap();
+            assert_eq!(table["key"].as_str(), Some(*text));
+            assert_eq!(table.len(), 2);
+        }
+    }
+
+    #[test]
+    fn the_yaml_form_parses_back_in_block_and_flow_position() {
+        for text in HOSTILE
+            .iter()
+            .chain(&["yes", "null", "123", "a, b", "- x", "x: y"])
+        {
+            let yaml = Text::from(*text).yaml();
+            assert!(!yaml.contains('\n'), "{yaml}");
+            let block = format!("key: {yaml}\nother: 1\n");
+            let value: serde_json::Value = serde_saphyr::from_str(&block).unwrap();
+            assert_eq!(value["key"], *text, "{block}");
+            let flow = format!("key: [{yaml}, z]\n");
+            let value: serde_json::Value = serde_saphyr::from_str(&flow).unwrap();
+            assert_eq!(value["key"][0], *text, "{flow}");
+            assert_eq!(value["key"].as_array().map(Vec::len), Some(2));
+        }
+    }
+
+    #[test]
+    fn the_markdown_form_is_one_code_span() {
+        assert_eq!(Text::from("a`b").md(), "``a`b``");
+        assert_eq!(Text::from("`a").md(), "`` `a ``");
+        assert_eq!(Text::from("a|b").md(), "`a\\|b`");
+        assert!(!Text::from("a\nb").md().contains('\n'));
+    }
+
+    #[test]
+    fn only_inert_text_has_a_plain_form() {
+        assert_eq!(
+            Text::from("prometheusrules.monitoring.coreos.com").plain(),
+            Some("prometheusrules.monitoring.coreos.com")
+        );
+        for text in ["a b", "-x", "a\"", "", "x\n"] {
+            assert_eq!(Text::from(text).plain(), None, "{text:?}");
+        }
+    }
+
+    #[test]
+    fn identifiers_and_paths_are_checked() {
+        assert!(Ident::parse("config_map").is_some());
+        assert!(Ident::parse("r#type").is_some());
+        for bad in ["type", "a b", "x²", "", "9a", "a::b"] {
+            assert!(Ident::parse(bad).is_none(), "{bad}");
+        }
+        assert!(RustPath::parse("crate::types::v1::Widget").is_some());
+        assert!(RustPath::parse("k8s_openapi::api::core::v1::ConfigMap").is_some());
+        assert!(RustPath::parse("a::b c").is_none());
+        assert!(RustPath::parse("a;b").is_none());
+    }
+}
