@@ -88,19 +88,38 @@ const PARTIALS: &[(&str, &str)] = &[(
     include_str!("../../templates/_policy.rs.tera"),
 )];
 
-/// Renders every template for `operator` into a plan.
-pub fn render(operator: &Operator) -> Result<Plan> {
+/// The template engine: every template and partial, parsed once per process, with
+/// autoescaping on for all of them and an escape function that refuses raw text.
+fn engine() -> Result<&'static Tera> {
+    static ENGINE: std::sync::OnceLock<Result<Tera, Error>> = std::sync::OnceLock::new();
+    let engine = ENGINE.get_or_init(|| {
+        let sources = PARTIALS
+            .iter()
+            .copied()
+            .chain(TEMPLATES.iter().map(|t| (t.name, t.source)));
+        guarded_engine(sources)
+    });
+    engine.as_ref().map_err(|e| Error::Template {
+        template: "templates/".to_owned(),
+        reason: e.to_string(),
+    })
+}
+
+/// A Tera instance holding `sources`, printing only safe strings.
+fn guarded_engine<'a>(sources: impl IntoIterator<Item = (&'a str, &'a str)>) -> Result<Tera> {
     let mut tera = Tera::new();
-    let all = PARTIALS
-        .iter()
-        .copied()
-        .chain(TEMPLATES.iter().map(|t| (t.name, t.source)));
-    for (name, source) in all {
+    for (name, source) in sources {
         tera.add_raw_template(name, source)
             .map_err(|e| template_error(name, &e))?;
     }
     tera.set_escape_fn(refuse_raw_text);
     tera.autoescape_on([".tera"]);
+    Ok(tera)
+}
+
+/// Renders every template for `operator` into a plan.
+pub fn render(operator: &Operator) -> Result<Plan> {
+    let tera = engine()?;
     let context = Context::from_serialize(operator).map_err(|e| template_error("model", &e))?;
     let files = TEMPLATES
         .iter()
@@ -234,6 +253,113 @@ fn space_items(code: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::text::Text;
+
+    /// Renders `template` (named like the real ones) with `context` on a guarded engine.
+    fn render_one(template: &str, context: &impl serde::Serialize) -> Result<String> {
+        let tera = guarded_engine([("t.rs.tera", template)])?;
+        let context = Context::from_serialize(context).map_err(|e| template_error("model", &e))?;
+        tera.render("t.rs.tera", &context)
+            .map_err(|e| template_error("t.rs.tera", &e))
+    }
+
+    #[derive(serde::Serialize)]
+    struct Model {
+        raw: String,
+        text: Text,
+        count: u32,
+    }
+
+    fn model() -> Model {
+        Model {
+            raw: "\"); std::process::exit(1); (\"".to_owned(),
+            text: Text::from("a\"b\nc"),
+            count: 3,
+        }
+    }
+
+    #[test]
+    fn a_raw_string_in_the_model_cannot_be_printed() {
+        let err = render_one("const X: &str = \"{{ raw }}\";", &model()).unwrap_err();
+        assert!(err.to_string().contains("not an escaped value"), "{err}");
+        let literal = render_one("{{ \"literal\" }}", &model()).unwrap_err();
+        assert!(
+            literal.to_string().contains("not an escaped value"),
+            "{literal}"
+        );
+    }
+
+    #[test]
+    fn text_prints_only_through_an_escaped_form() {
+        let whole = render_one("{{ text }}", &model()).unwrap_err();
+        assert!(
+            whole.to_string().contains("not an escaped value"),
+            "{whole}"
+        );
+        let code = render_one(
+            "const X: &str = {{ text.rs }}; // {{ text.comment }} x{{ count }}",
+            &model(),
+        )
+        .unwrap();
+        assert_eq!(code, "const X: &str = \"a\\\"b\\nc\"; // a\"b\\u{a}c x3");
+        let missing = render_one("{{ text.plain }}", &model());
+        assert!(missing.is_err(), "text that is not inert has no plain form");
+    }
+
+    /// The filters templates may use: they count or pick, and never change text. A filter
+    /// that rewrites an escaped value (`replace`, `upper`, `safe`) could undo its escaping,
+    /// and Tera keeps the result marked safe.
+    const ALLOWED_FILTERS: &[&str] = &["length", "first"];
+
+    /// The filters used inside `{{ }}` and `{% %}` tags of `source`.
+    fn filters(source: &str) -> Vec<String> {
+        let mut found = Vec::new();
+        let mut rest = source;
+        while let Some(start) = rest.find(['{']) {
+            rest = &rest[start + 1..];
+            let close = match rest.chars().next() {
+                Some('{') => "}}",
+                Some('%') => "%}",
+                _ => continue,
+            };
+            let Some(end) = rest.find(close) else { break };
+            for piece in rest[1..end].split('|').skip(1) {
+                let name: String = piece
+                    .trim_start()
+                    .chars()
+                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                    .collect();
+                found.push(name);
+            }
+            rest = &rest[end..];
+        }
+        found
+    }
+
+    #[test]
+    fn templates_use_no_filter_that_rewrites_text() {
+        let sources = PARTIALS
+            .iter()
+            .copied()
+            .chain(TEMPLATES.iter().map(|t| (t.name, t.source)));
+        for (name, source) in sources {
+            for filter in filters(source) {
+                assert!(
+                    ALLOWED_FILTERS.contains(&filter.as_str()),
+                    "{name} uses the filter `{filter}`; templates print typed values as they are"
+                );
+            }
+            let compact: String = source.chars().filter(|c| !c.is_whitespace()).collect();
+            assert!(
+                !compact.contains("{%autoescape"),
+                "{name} turns autoescaping off"
+            );
+        }
+        assert_eq!(
+            filters("{{ a | upper }} |x| {% if b|safe %}"),
+            ["upper", "safe"]
+        );
+    }
 
     #[test]
     fn items_get_blank_lines_and_fields_do_not() {
