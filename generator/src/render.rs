@@ -83,10 +83,24 @@ const TEMPLATES: &[Template] = &[
 ];
 
 /// Templates that others include.
-const PARTIALS: &[(&str, &str)] = &[(
-    "_policy.rs.tera",
-    include_str!("../../templates/_policy.rs.tera"),
-)];
+const PARTIALS: &[(&str, &str)] = &[
+    (
+        "_policy.rs.tera",
+        include_str!("../../templates/_policy.rs.tera"),
+    ),
+    (
+        "_failures.rs.tera",
+        include_str!("../../templates/_failures.rs.tera"),
+    ),
+    (
+        "_runtime.rs.tera",
+        include_str!("../../templates/_runtime.rs.tera"),
+    ),
+    (
+        "_drive.rs.tera",
+        include_str!("../../templates/_drive.rs.tera"),
+    ),
+];
 
 /// The template engine: every template and partial, parsed once per process, with
 /// autoescaping on for all of them and an escape function that refuses raw text.
