@@ -14,6 +14,7 @@ use std::{
 };
 
 use anyhow::{Context as _, bail};
+use sha2::Digest as _;
 use operator_gen::{CrdSource, Manifest, Mode, Request, Selection};
 
 #[derive(clap::Args, Debug, Clone)]
@@ -185,22 +186,28 @@ fn crd_files(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
 }
 
 /// `monitoring.coreos.com/prometheusrules.yaml` becomes `c-monitoring-coreos-com-prometheusrules`.
+/// A crate name also names the operator's Kubernetes objects, so it must be a DNS label of at
+/// most 63 characters: a longer one keeps its start and ends in a hash of the whole path,
+/// which keeps names of different files apart.
 fn crate_name_for(relative: &str) -> String {
+    const MAX: usize = 63;
     let stem = relative
         .trim_end_matches(".yaml")
         .trim_end_matches(".yml")
         .trim_end_matches(".json");
-    let name: String = stem
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() {
-                c.to_ascii_lowercase()
-            } else {
-                '-'
-            }
-        })
+    let words: Vec<String> = stem
+        .split(|c: char| !c.is_ascii_alphanumeric())
+        .filter(|word| !word.is_empty())
+        .map(str::to_ascii_lowercase)
         .collect();
-    format!("c-{name}")
+    let name = format!("c-{}", words.join("-"));
+    if name.len() <= MAX {
+        return name;
+    }
+    let digest = sha2::Sha256::digest(relative.as_bytes());
+    let hash: String = digest.iter().take(4).map(|b| format!("{b:02x}")).collect();
+    let keep = name[..MAX - hash.len() - 1].trim_end_matches('-');
+    format!("{keep}-{hash}")
 }
 
 /// Generates one crate in memory.
@@ -317,4 +324,25 @@ fn package_name(id: &serde_json::Value) -> Option<String> {
         return id.split('#').next()?.rsplit('/').next().map(str::to_owned);
     }
     Some(name.to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn crate_names_are_dns_labels_and_long_ones_stay_distinct() {
+        assert_eq!(
+            crate_name_for("monitoring.coreos.com/prometheusrules.yaml"),
+            "c-monitoring-coreos-com-prometheusrules"
+        );
+        let long_a = crate_name_for("networking.very-long-group.example.com/verylongpluralnamesforresources.yaml");
+        let long_b = crate_name_for("networking.very-long-group.example.com/verylongpluralnamesforresourcez.yaml");
+        for name in [&long_a, &long_b] {
+            assert!(name.len() <= 63, "{name}");
+            operator_gen::naming::check_crate_name(name).unwrap_or_else(|e| panic!("{e}"));
+        }
+        assert_ne!(long_a, long_b);
+        assert_eq!(crate_name_for("a..b/__c--.yaml"), "c-a-b-c");
+    }
 }
