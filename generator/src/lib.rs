@@ -9,7 +9,9 @@
 //! [`write_plan`] is the only code that touches disk. [`generate`] strings them together,
 //! [`job::Job`] is the command-line view of a run, and [`scaffold`] starts a new crate
 //! (its manifest, then a first run). [`k8s_catalog`], [`schema_path`] and [`schema_sample`]
-//! answer questions about built-in kinds, field paths and least valid objects for the model.
+//! answer questions about built-in kinds, field paths and least valid objects for the model,
+//! and [`schema_check`] checks a value (the manifest's `sample:`) against a CRD schema as the
+//! API server would.
 
 pub mod crd_document;
 pub mod crd_source;
@@ -22,6 +24,7 @@ pub mod naming;
 pub mod render;
 pub mod rust_types;
 pub mod scaffold;
+pub mod schema_check;
 pub mod schema_path;
 pub mod schema_sample;
 pub mod write_plan;
