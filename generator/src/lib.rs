@@ -10,7 +10,9 @@
 //! as [`text`]'s escaped values, which [`render`] enforces. [`generate`] strings them together,
 //! [`job::Job`] is the command-line view of a run, and [`scaffold`] starts a new crate
 //! (its manifest, then a first run). [`k8s_catalog`], [`schema_path`] and [`schema_sample`]
-//! answer questions about built-in kinds, field paths and least valid objects for the model.
+//! answer questions about built-in kinds, field paths and least valid objects for the model,
+//! and [`schema_check`] checks a value (the manifest's `sample:`) against a CRD schema as the
+//! API server would.
 
 pub mod crd_document;
 pub mod crd_source;
