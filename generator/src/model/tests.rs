@@ -286,3 +286,14 @@ fn headers_name_flags_but_no_paths() {
         "cargo xtask gen --crd <CRD> --kind Widget --manifest <operator.yaml> --out <this crate>"
     );
 }
+
+#[test]
+fn a_sample_that_does_not_fit_the_schema_is_refused() {
+    let err = error_of("sample: {spec: {size: three}}");
+    assert!(
+        err.contains("field `sample`") && err.contains("spec.size") && err.contains("integer"),
+        "{err}"
+    );
+    let err = error_of("sample: {spec: {sise: 3}}");
+    assert!(err.contains("spec.sise"), "{err}");
+}
