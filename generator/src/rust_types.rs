@@ -587,17 +587,17 @@ fn field_code(
     code
 }
 
-/// Doc comments as `#[doc]` attributes holding escaped literals, one per line.
+/// Doc comments as `#[doc]` attributes holding escaped literals, one per line. prettyplease
+/// prints them back as `///` lines, so each line is also kept free of anything that would
+/// end or disguise a comment line (a carriage return, a line separator, a bidi override).
 fn docs(text: Option<&str>, indent: &str) -> String {
     let Some(text) = text.filter(|t| !t.trim().is_empty()) else {
         return String::new();
     };
     text.lines()
         .map(|line| {
-            format!(
-                "{indent}#[doc = {}]\n",
-                lit(&format!(" {}", line.trim_end()))
-            )
+            let line = Text::from(line.trim_end()).comment();
+            format!("{indent}#[doc = {}]\n", lit(&format!(" {line}")))
         })
         .collect()
 }

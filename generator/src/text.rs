@@ -183,16 +183,17 @@ impl Text {
         format!("{:?}", self.0)
     }
 
-    /// One line for a comment in any language (`//`, `///`, `//!`, `#`): every character
-    /// that is not printable ASCII or a Unicode letter or digit becomes `\u{…}`, so a line
-    /// break, a bidirectional override or a line separator cannot end or disguise the line.
+    /// One line for a comment in any language (`//`, `///`, `//!`, `#`): control characters,
+    /// line and paragraph separators and bidirectional-text controls become `\u{…}`, so the
+    /// text can neither end the line nor display as something other than what it is (rustc
+    /// refuses a bidirectional override in a comment outright).
     pub fn comment(&self) -> String {
         let mut out = String::with_capacity(self.0.len());
         for c in self.0.chars() {
-            if c == ' ' || c.is_ascii_graphic() || (!c.is_ascii() && c.is_alphanumeric()) {
-                out.push(c);
-            } else {
+            if is_invisible(c) {
                 out.extend(c.escape_unicode());
+            } else {
+                out.push(c);
             }
         }
         out
@@ -246,6 +247,17 @@ impl Text {
                 .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_' | '/'));
         inert.then_some(self.0.as_str())
     }
+}
+
+/// Characters that end or reorder a line of text without showing themselves.
+fn is_invisible(c: char) -> bool {
+    c.is_control()
+        || matches!(
+            c,
+            '\u{2028}' | '\u{2029}' | '\u{200e}' | '\u{200f}' | '\u{061c}' | '\u{feff}'
+                | '\u{202a}'..='\u{202e}'
+                | '\u{2066}'..='\u{2069}'
+        )
 }
 
 impl Serialize for Text {
@@ -357,6 +369,7 @@ mod tests {
             assert_eq!(parsed.items.len(), 1, "{comment:?}");
         }
         assert_eq!(Text::from("a\nb").comment(), "a\\u{a}b");
+        assert_eq!(Text::from("’quoted’ é ✓").comment(), "’quoted’ é ✓");
     }
 
     #[test]
