@@ -87,6 +87,31 @@ impl Request {
         }
     }
 
+    /// `error`, which came from input that the manifest's `field` named, said as being
+    /// about that field, so the person knows which line of their manifest to look at.
+    fn in_field(&self, field: &str, error: Error) -> Error {
+        Error::Manifest {
+            location: format!("{}: field `{field}`", self.manifest_origin()),
+            reason: error.to_string(),
+        }
+    }
+
+    /// Which manifest field, if any, an error loading the primary CRD is about: the source
+    /// when it could not be read or parsed, the kind or version when selection failed, and
+    /// none when the command line gave the value instead.
+    fn primary_field(&self, error: &Error) -> Option<&'static str> {
+        let primary = &self.manifest.primary;
+        match error {
+            Error::NoSuchCrd { .. } | Error::Ambiguous { .. } => {
+                (self.selection.crd.is_none() && primary.kind.is_some()).then_some("primary.kind")
+            }
+            Error::NoSuchVersion { .. } => (self.selection.version.is_none()
+                && primary.version.is_some())
+            .then_some("primary.version"),
+            _ => self.crd.is_none().then_some("primary.crd"),
+        }
+    }
+
     fn primary_source(&self) -> Result<CrdSource> {
         if let Some(source) = &self.crd {
             return Ok(source.clone());
@@ -134,10 +159,9 @@ pub fn generate(request: &Request) -> Result<Generated> {
                 crd: Some(kind.clone()),
                 version: None,
             };
-            related.push(RelatedCrd {
-                field,
-                selected: load(&request.manifest_source(value), &selection)?,
-            });
+            let selected = load(&request.manifest_source(value), &selection)
+                .map_err(|e| request.in_field(&field, e))?;
+            related.push(RelatedCrd { field, selected });
         }
     }
     let operator = model::analyze(
@@ -217,7 +241,12 @@ fn primary_input(request: &Request) -> Result<model::PrimaryInput> {
             .clone()
             .or_else(|| primary.version.clone()),
     };
-    let selected = load(&request.primary_source()?, &selection)?;
+    let selected = load(&request.primary_source()?, &selection).map_err(|e| {
+        match request.primary_field(&e) {
+            Some(field) => request.in_field(field, e),
+            None => e,
+        }
+    })?;
     Ok(model::PrimaryInput::Crd {
         selected: Box::new(selected),
         dynamic: primary.dynamic,
