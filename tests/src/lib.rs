@@ -193,6 +193,53 @@ pub fn hostile_cases() -> Vec<(&'static str, Vec<u8>, Expect)> {
     }
     deep.push_str(&format!("{}type: string\n", " ".repeat(14 + 400)));
 
+    let strange_names = spec(
+        "                \"x²\": { type: string }
+                \"a b\": { type: string }
+                \"日本\": { type: object, properties: { \"ü\": { type: string } } }
+                \"x<y>\": { type: object, properties: { z: { type: string } } }
+                Option: { type: object, properties: { value: { type: string } } }
+",
+    );
+    let unknown_types = spec(
+        "                odd: { type: foo, description: a type OpenAPI does not have }
+                when: { type: date, format: sometime }
+                big: { type: integer, format: int128 }
+                listed: { type: array, items: { type: bar } }
+",
+    );
+    let invisible = "            spec:
+              type: object
+              description: \"carriage\\rreturn, line\\u2028separator, bidi \\u202eoverride, nul \\0 here\"
+              properties:
+                field: { type: string, description: \"\\u202e fn evil() {} \\r\" }
+";
+    let two_versions = |first: &str, second: &str| {
+        let one = crd_with("Twins", &spec("                a: { type: string }\n"));
+        let (head, version) = one.split_at(one.find("    - name: v1").expect("a version"));
+        let other = version
+            .replace("name: v1", &format!("name: {second}"))
+            .replace("storage: true", "storage: false");
+        format!(
+            "{head}{}{other}",
+            version.replace("name: v1", &format!("name: {first}"))
+        )
+    };
+    let mut aliases = crd_with(
+        "Aliased",
+        "            spec:\n              type: object\n              properties:\n                a0: &a0 { type: object, properties: { x: { type: string }, y: { type: string } } }\n",
+    );
+    for level in 1..24 {
+        aliases.push_str(&format!(
+            "                a{level}: &a{level} {{ type: object, properties: {{ l: *a{prev}, r: *a{prev} }} }}\n",
+            prev = level - 1
+        ));
+    }
+    let breakout_name = crd_with("Widget", &spec("                a: { type: string }\n")).replace(
+        "  name: widgets.hostile.example.com",
+        "  name: \"widgets`\\n//! ```\\nfn evil() {}\\n\"",
+    );
+
     let no_schema = crd_with("Widget", "").replace(
         "      schema:\n        openAPIV3Schema:\n          type: object\n          properties:\n",
         "",
@@ -228,6 +275,14 @@ pub fn hostile_cases() -> Vec<(&'static str, Vec<u8>, Expect)> {
         ("one-any-all-of", crd_with("Combined", &combinators).into_bytes(), Expect::Code),
         ("additional-properties", crd_with("Maps", &maps).into_bytes(), Expect::Code),
         ("metadata-with-schema", crd_with("Named", &metadata).into_bytes(), Expect::Code),
+        ("kind-self", crd_with("Self", &spec("                value: { type: string }\n")).into_bytes(), Expect::Code),
+        ("property-names-that-are-not-identifiers", crd_with("Strange", &strange_names).into_bytes(), Expect::Code),
+        ("schema-types-openapi-does-not-have", crd_with("Unknowns", &unknown_types).into_bytes(), Expect::Code),
+        ("descriptions-with-invisible-characters", crd_with("Invisible", invisible).into_bytes(), Expect::Code),
+        ("versions-that-collide-once-sanitized", two_versions("v1-beta", "v1--beta").into_bytes(), Expect::Code),
+        ("duplicate-version-names", two_versions("v1", "v1").into_bytes(), Expect::Error("spec.versions[1].name")),
+        ("crd-name-breaking-out-of-a-comment", breakout_name.into_bytes(), Expect::Error("metadata.name")),
+        ("alias-bomb", aliases.into_bytes(), Expect::Error("nodes")),
     ]
 }
 

@@ -14,8 +14,8 @@ use std::{
 };
 
 use anyhow::{Context as _, bail};
-use sha2::Digest as _;
 use operator_gen::{CrdSource, Manifest, Mode, Request, Selection};
+use sha2::Digest as _;
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct CorpusArgs {
@@ -336,8 +336,12 @@ mod tests {
             crate_name_for("monitoring.coreos.com/prometheusrules.yaml"),
             "c-monitoring-coreos-com-prometheusrules"
         );
-        let long_a = crate_name_for("networking.very-long-group.example.com/verylongpluralnamesforresources.yaml");
-        let long_b = crate_name_for("networking.very-long-group.example.com/verylongpluralnamesforresourcez.yaml");
+        let long_a = crate_name_for(
+            "networking.very-long-group.example.com/verylongpluralnamesforresources.yaml",
+        );
+        let long_b = crate_name_for(
+            "networking.very-long-group.example.com/verylongpluralnamesforresourcez.yaml",
+        );
         for name in [&long_a, &long_b] {
             assert!(name.len() <= 63, "{name}");
             operator_gen::naming::check_crate_name(name).unwrap_or_else(|e| panic!("{e}"));

@@ -103,6 +103,11 @@ pub struct Operator {
     pub finalizer: bool,
     /// The finalizer's name, `<group>/<crate>`.
     pub finalizer_name: Text,
+    /// How many caches must list before the operator is ready: the primary's and one per
+    /// owned kind.
+    pub cached_kinds: usize,
+    /// Whether some watch streams metadata only.
+    pub watches_metadata: bool,
     /// True when some owned kind is namespaced / cluster-scoped, selecting helper variants.
     pub owns_namespaced: bool,
     pub owns_cluster: bool,
@@ -265,6 +270,8 @@ pub fn analyze(
             && (finalizer || primary.conditions.is_some() || owned_sample.is_some()),
         owned_sample,
         status_helper,
+        cached_kinds: 1 + relations.owns.len(),
+        watches_metadata: relations.watches.iter().any(|w| w.metadata_only),
         owns_namespaced: relations.owns.iter().any(|o| o.namespaced),
         owns_cluster: relations.owns.iter().any(|o| !o.namespaced),
         archetype: facts.archetype,

@@ -94,6 +94,9 @@ pub struct Watched {
     pub key_const: Ident,
     /// The key or the dotted field path as the manifest wrote it, for docs.
     pub source: Text,
+    /// Whether the mapper reads only metadata, so the watch streams metadata alone: the
+    /// rest of the object (a Secret's data) is never sent to the operator.
+    pub metadata_only: bool,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -318,7 +321,9 @@ fn watch(
     } else {
         rule.word()
     };
+    let metadata_only = rule != MapKind::Field || source.starts_with("metadata.");
     Ok(Watched {
+        metadata_only,
         key_const: naming::const_ident(&format!("{}_{suffix}", related.ident)),
         related,
         rule,
