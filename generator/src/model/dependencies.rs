@@ -32,6 +32,7 @@ const BASE: &[(&str, &str)] = &[
         r#"{ version = "0.8.9", default-features = false, features = ["http1", "tokio"] }"#,
     ),
     ("futures", r#""0.3.31""#),
+    ("http", r#""1.3.1""#),
     ("kube-lease-manager", r#""0.13.1""#),
     (
         "k8s-openapi",
@@ -51,13 +52,17 @@ const BASE: &[(&str, &str)] = &[
     ),
     ("tracing", r#""0.1.41""#),
     (
+        "tower",
+        r#"{ version = "0.5.2", default-features = false, features = ["util"] }"#,
+    ),
+    (
         "tracing-subscriber",
         r#"{ version = "0.3.20", features = ["env-filter", "fmt", "json"] }"#,
     ),
 ];
 
 /// Dev-dependencies of every generated crate: a mock API server for reconcile tests.
-const BASE_DEV: &[(&str, &str)] = &[("http", r#""1.3.1""#), ("tower-test", r#""0.4.0""#)];
+const BASE_DEV: &[(&str, &str)] = &[("tower-test", r#""0.4.0""#)];
 
 /// A derived CRD comes from Rust types: schemars for the schema (with k8s-openapi's schemas
 /// for Condition), serde-saphyr for the crdgen binary that prints it.
