@@ -10,12 +10,14 @@
 //! [`job::Job`] is the command-line view of a run, and [`scaffold`] starts a new crate
 //! (its manifest, then a first run). [`k8s_catalog`], [`schema_path`] and [`schema_sample`]
 //! answer questions about built-in kinds, field paths and least valid objects for the model.
+//! Every input comes from strangers and is read within the caps in [`limits`].
 
 pub mod crd_document;
 pub mod crd_source;
 pub mod error;
 pub mod job;
 pub mod k8s_catalog;
+pub mod limits;
 pub mod manifest;
 pub mod model;
 pub mod naming;
