@@ -21,6 +21,8 @@ pub struct Job {
     /// The manifest; `<out>/operator.yaml` when absent and present there.
     pub manifest: Option<PathBuf>,
     pub out: PathBuf,
+    /// `--allow-http`: accept plain-http CRD URLs; see [`Request::allow_http`].
+    pub allow_http: bool,
 }
 
 impl Default for Job {
@@ -38,6 +40,7 @@ impl Job {
             version: None,
             manifest: None,
             out: out.into(),
+            allow_http: false,
         }
     }
 
@@ -58,6 +61,10 @@ impl Job {
             if let Some(value) = value {
                 command.push_str(&format!(" --{flag} {value}"));
             }
+        }
+        // Rerunning without it would refuse the same http URL, so it is part of the command.
+        if self.allow_http {
+            command.push_str(" --allow-http");
         }
         command
     }
@@ -85,6 +92,7 @@ impl Job {
                 version: self.version.clone(),
             },
             command: self.command(),
+            allow_http: self.allow_http,
         })
     }
 
@@ -112,5 +120,20 @@ mod tests {
             job.command(),
             "cargo xtask gen --crd - --version v1 --out ops/widget"
         );
+    }
+
+    #[test]
+    fn allowing_http_is_part_of_the_command_and_the_request() {
+        let job = Job {
+            crd: Some("http://127.0.0.1:8080/crd.yaml".into()),
+            allow_http: true,
+            ..Job::default()
+        };
+        assert_eq!(
+            job.command(),
+            "cargo xtask gen --crd http://127.0.0.1:8080/crd.yaml --allow-http"
+        );
+        assert!(job.request().unwrap().allow_http);
+        assert!(!Job::default().request().unwrap().allow_http);
     }
 }

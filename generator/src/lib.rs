@@ -52,6 +52,10 @@ pub struct Request {
     pub selection: Selection,
     /// The command that reproduces this run, written into generated headers.
     pub command: String,
+    /// Accept plain `http://` CRD URLs (`--allow-http`), from the command line and the
+    /// manifest alike, and redirects from https to http. Off by default: a CRD fetched
+    /// without TLS can be altered on the way, and generated code follows it.
+    pub allow_http: bool,
 }
 
 /// What a generation produced before it touched disk.
@@ -100,10 +104,11 @@ impl Request {
     }
 }
 
-/// Loads a source and selects one CRD version from it.
-pub fn load(source: &CrdSource, selection: &Selection) -> Result<SelectedCrd> {
+/// Loads a source and selects one CRD version from it; `allow_http` as in
+/// [`Request::allow_http`].
+pub fn load(source: &CrdSource, selection: &Selection, allow_http: bool) -> Result<SelectedCrd> {
     let origin = source.to_string();
-    let bytes = source.read()?;
+    let bytes = source.read_with(allow_http)?;
     let crds = crd_document::parse_all(&origin, &bytes)?;
     crd_document::select(&origin, crds, selection)
 }
@@ -133,7 +138,11 @@ pub fn generate(request: &Request) -> Result<Generated> {
             };
             related.push(RelatedCrd {
                 field,
-                selected: load(&request.manifest_source(value), &selection)?,
+                selected: load(
+                    &request.manifest_source(value),
+                    &selection,
+                    request.allow_http,
+                )?,
             });
         }
     }
@@ -218,7 +227,7 @@ fn primary_input(request: &Request) -> Result<model::PrimaryInput> {
             .clone()
             .or_else(|| primary.version.clone()),
     };
-    let selected = load(&request.primary_source()?, &selection)?;
+    let selected = load(&request.primary_source()?, &selection, request.allow_http)?;
     Ok(model::PrimaryInput::Crd {
         selected: Box::new(selected),
         dynamic: primary.dynamic,

@@ -220,6 +220,17 @@ fn short(text: &str) -> String {
     out
 }
 
+/// `limit` as a person reads it: `16 MiB`, `1 MiB`, `512 KiB`.
+pub(crate) fn bytes(limit: u64) -> String {
+    if limit >= 1024 * 1024 && limit.is_multiple_of(1024 * 1024) {
+        format!("{} MiB", limit / (1024 * 1024))
+    } else if limit >= 1024 && limit.is_multiple_of(1024) {
+        format!("{} KiB", limit / 1024)
+    } else {
+        format!("{limit} bytes")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -303,5 +314,12 @@ mod tests {
             values[0],
             serde_json::json!({"a": ["on", "yes", "0755", "1_000", 1000.0, null]})
         );
+    }
+
+    #[test]
+    fn sizes_read_in_the_largest_whole_unit() {
+        assert_eq!(bytes(MAX_CRD_BYTES), "16 MiB");
+        assert_eq!(bytes(512 * 1024), "512 KiB");
+        assert_eq!(bytes(1000), "1000 bytes");
     }
 }

@@ -79,6 +79,7 @@ pub fn generate_fixture(name: &str) -> operator_gen::Result<Generated> {
         crd: None,
         selection: Selection::default(),
         command: format!("cargo xtask gen --out tests/fixtures/{name}"),
+        allow_http: false,
     };
     operator_gen::generate(&request)
 }
@@ -245,6 +246,7 @@ pub fn generate_hostile(name: &str, bytes: &[u8], dir: &Path) -> operator_gen::R
         crd: Some(operator_gen::CrdSource::File(path)),
         selection: Selection::default(),
         command: format!("cargo xtask gen --crd {name}.yaml"),
+        allow_http: false,
     };
     operator_gen::generate(&request)
 }

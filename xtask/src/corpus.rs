@@ -214,6 +214,7 @@ fn generate_one(file: &Path, crate_name: &str) -> Result<operator_gen::Plan, Str
         crd: Some(CrdSource::File(file.to_owned())),
         selection: Selection::default(),
         command: format!("cargo xtask corpus --filter {}", file.display()),
+        allow_http: false,
     };
     operator_gen::generate(&request)
         .map(|generated| generated.plan)
