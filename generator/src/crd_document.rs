@@ -89,7 +89,8 @@ fn yaml_error(origin: &str, err: &serde_saphyr::Error) -> Error {
         Error::Limit {
             origin: origin.to_owned(),
             reason: format!(
-                "{}; this is not a CRD operator-gen can read",
+                "{}; real CRDs stay far below it, so check that this is a CRD file (one CRD \
+                 per file if it is a large bundle)",
                 problem.with_position()
             ),
         }

@@ -155,7 +155,7 @@ fn fetch_over(
     if !allow_http && !target.starts_with("https://") {
         return Err(fail(format!(
             "plain http is refused, because a CRD fetched without TLS can be altered on the \
-             way; use an https:// URL, or pass --allow-http if you trust the network{}",
+             way; use {}, or pass --allow-http if you trust the network",
             https_hint(&target)
         )));
     }
@@ -199,11 +199,12 @@ fn fetch_over(
     Ok(bytes)
 }
 
-/// For an `http://` URL, the same URL over https, as a suggestion.
+/// What to use instead of a plain-http URL: the same URL over https, if it has that form.
 fn https_hint(url: &str) -> String {
-    url.strip_prefix("http://")
-        .map(|rest| format!(" (https://{rest})"))
-        .unwrap_or_default()
+    url.strip_prefix("http://").map_or_else(
+        || "an https:// URL".to_owned(),
+        |rest| format!("https://{rest} if the host serves it"),
+    )
 }
 
 /// Names the cap a failed fetch ran into, or says what else went wrong.

@@ -160,16 +160,12 @@ fn original(mut err: &serde_saphyr::Error) -> &serde_saphyr::Error {
 }
 
 fn depth_reason() -> String {
-    format!(
-        "nesting deeper than the YAML depth cap of {MAX_YAML_DEPTH} levels \
-         (real CRDs nest up to about 40)"
-    )
+    format!("nesting deeper than the YAML depth cap of {MAX_YAML_DEPTH} levels")
 }
 
 fn nodes_reason() -> String {
     format!(
-        "more than the YAML node cap of {MAX_YAML_NODES} nodes, counting what aliases expand to; \
-         give one CRD per file rather than a large bundle"
+        "more than the YAML node cap of {MAX_YAML_NODES} nodes, counting what aliases expand to"
     )
 }
 
