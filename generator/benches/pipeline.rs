@@ -58,6 +58,7 @@ fn whole_pipeline(path: &Path) {
         crd: Some(CrdSource::File(path.to_owned())),
         selection: Selection::default(),
         flags: Default::default(),
+        allow_http: false,
     };
     std::hint::black_box(operator_gen::generate(&request).expect("generation"));
 }

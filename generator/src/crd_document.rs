@@ -4,9 +4,12 @@
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
     CustomResourceDefinition, CustomResourceDefinitionVersion, JSONSchemaProps,
 };
-use serde::Deserialize;
+use serde_json::Value;
 
-use crate::error::{Error, Result};
+use crate::{
+    error::{Error, Result},
+    limits::{self, YamlProblem},
+};
 
 /// A CRD narrowed to the version the operator is generated for.
 #[derive(Debug, Clone)]
@@ -50,9 +53,11 @@ pub struct Selection {
 
 /// Parses every document in `bytes` and returns the CRDs found, in document order.
 ///
-/// Documents that are empty are skipped; a document that is not a CRD is an error, because a
-/// file given as a CRD source that also holds a Deployment is far more likely a wrong file
-/// than a bundle the user wants silently filtered.
+/// The YAML is read within the caps in [`crate::limits`] (depth, nodes, aliases, documents),
+/// so a hostile file fails fast with the cap named instead of exhausting memory or stack.
+/// Documents that are empty are skipped (and not counted in `document N`); a document that
+/// is not a CRD is an error, because a file given as a CRD source that also holds a
+/// Deployment is far more likely a wrong file than a bundle the user wants silently filtered.
 pub fn parse_all(origin: &str, bytes: &[u8]) -> Result<Vec<CustomResourceDefinition>> {
     let text = std::str::from_utf8(bytes).map_err(|e| Error::Syntax {
         origin: origin.to_owned(),
@@ -61,12 +66,12 @@ pub fn parse_all(origin: &str, bytes: &[u8]) -> Result<Vec<CustomResourceDefinit
             e.valid_up_to()
         ),
     })?;
+    let documents: Vec<Value> = limits::with_deep_stack(|| {
+        serde_saphyr::from_str_multiple_with_options::<Value, Vec<_>>(text, limits::yaml_options())
+    })
+    .map_err(|e| yaml_error(origin, &e))?;
     let mut crds = Vec::new();
-    for (index, document) in serde_yaml::Deserializer::from_str(text).enumerate() {
-        let value = serde_yaml::Value::deserialize(document).map_err(|e| Error::Syntax {
-            origin: origin.to_owned(),
-            reason: e.to_string(),
-        })?;
+    for (index, value) in documents.into_iter().enumerate() {
         collect(origin, &format!("document {}", index + 1), value, &mut crds)?;
     }
     if crds.is_empty() {
@@ -78,20 +83,39 @@ pub fn parse_all(origin: &str, bytes: &[u8]) -> Result<Vec<CustomResourceDefinit
     Ok(crds)
 }
 
+/// A YAML error as a short message: a cap names itself, anything else is a syntax error.
+fn yaml_error(origin: &str, err: &serde_saphyr::Error) -> Error {
+    let problem = YamlProblem::from_error(err);
+    if problem.over_cap {
+        Error::Limit {
+            origin: origin.to_owned(),
+            reason: format!(
+                "{}; real CRDs stay far below it, so check that this is a CRD file (one CRD \
+                 per file if it is a large bundle)",
+                problem.with_position()
+            ),
+        }
+    } else {
+        Error::Syntax {
+            origin: origin.to_owned(),
+            reason: problem.with_position(),
+        }
+    }
+}
+
 fn collect(
     origin: &str,
     at: &str,
-    value: serde_yaml::Value,
+    value: Value,
     out: &mut Vec<CustomResourceDefinition>,
 ) -> Result<()> {
-    use serde_yaml::Value;
     let not_a_crd = |reason: String| Error::NotACrd {
         origin: origin.to_owned(),
         reason: format!("{at}: {reason}"),
     };
     let map = match value {
         Value::Null => return Ok(()),
-        Value::Mapping(map) => map,
+        Value::Object(map) => map,
         other => {
             return Err(not_a_crd(format!(
                 "expected a CustomResourceDefinition, found {}",
@@ -108,10 +132,11 @@ fn collect(
     let (api_version, kind) = (field("apiVersion"), field("kind"));
     match (api_version.as_str(), kind.as_str()) {
         (_, "List") | (_, "CustomResourceDefinitionList") => {
-            let items = match map.get("items") {
-                Some(Value::Sequence(items)) => items.clone(),
+            let mut map = map;
+            let items = match map.remove("items") {
+                Some(Value::Array(items)) => items,
                 None | Some(Value::Null) => Vec::new(),
-                Some(other) => return Err(not_a_crd(format!("`items` is {}, expected a list", describe(other)))),
+                Some(other) => return Err(not_a_crd(format!("`items` is {}, expected a list", describe(&other)))),
             };
             for (i, item) in items.into_iter().enumerate() {
                 collect(origin, &format!("{at}, items[{i}]"), item, out)?;
@@ -119,7 +144,7 @@ fn collect(
             Ok(())
         }
         ("apiextensions.k8s.io/v1", "CustomResourceDefinition") => {
-            let crd = serde_path_to_error::deserialize(Value::Mapping(map)).map_err(|e| {
+            let crd = serde_path_to_error::deserialize(Value::Object(map)).map_err(|e| {
                 not_a_crd(format!("invalid CustomResourceDefinition at `{}`: {}", e.path(), e.inner()))
             })?;
             out.push(crd);
@@ -140,21 +165,21 @@ fn collect(
     }
 }
 
-fn describe(value: &serde_yaml::Value) -> &'static str {
-    use serde_yaml::Value;
+fn describe(value: &Value) -> &'static str {
     match value {
         Value::Null => "empty",
         Value::Bool(_) => "a boolean",
         Value::Number(_) => "a number",
         Value::String(_) => "a plain string",
-        Value::Sequence(_) => "a list",
-        Value::Mapping(_) => "a mapping",
-        Value::Tagged(_) => "a tagged value",
+        Value::Array(_) => "a list",
+        Value::Object(_) => "a mapping",
     }
 }
 
 /// Checks the names that end up in generated code and manifests against the rules the API
-/// server enforces, so that text in a CRD can only ever be a name, never code.
+/// server enforces, so that text in a CRD can only ever be a name, never code: the kind,
+/// plural, group and scope, `metadata.name` (`<plural>.<group>`), and version names (DNS
+/// labels, each used once).
 fn check_names(origin: &str, crd: &CustomResourceDefinition) -> Result<()> {
     use crate::naming::{
         is_dns_label as dns_label, is_dns_subdomain as subdomain, is_kind as kind_ok,
@@ -194,15 +219,44 @@ fn check_names(origin: &str, crd: &CustomResourceDefinition) -> Result<()> {
             "a lowercase DNS label",
         ));
     }
-    match checks.into_iter().find(|(_, _, ok, _)| !ok) {
-        None => Ok(()),
-        Some((path, value, _, rule)) => Err(Error::NotACrd {
-            origin: origin.to_owned(),
-            reason: format!(
-                "{path} is {value:?}, which the API server would reject: it must be {rule}"
-            ),
-        }),
+    let reject = |path: &str, value: &str, rule: &str| Error::NotACrd {
+        origin: origin.to_owned(),
+        reason: format!(
+            "{path} is {value:?}, which the API server would reject: it must be {rule}"
+        ),
+    };
+    if let Some((path, value, _, rule)) = checks.into_iter().find(|(_, _, ok, _)| !ok) {
+        return Err(reject(&path, value, rule));
     }
+    // The name reaches generated code and RBAC rules; the API server accepts only this one.
+    let expected = format!("{}.{}", names.plural, crd.spec.group);
+    let rule = format!("`<spec.names.plural>.<spec.group>`, here {expected:?}");
+    match crd.metadata.name.as_deref() {
+        Some(name) if name == expected => {}
+        Some(name) => return Err(reject("metadata.name", name, &rule)),
+        None => {
+            return Err(Error::NotACrd {
+                origin: origin.to_owned(),
+                reason: format!(
+                    "metadata.name is missing, which the API server would reject: it must be {rule}"
+                ),
+            });
+        }
+    }
+    // Versions are looked up by name; a second `v1` would make the choice arbitrary.
+    for (i, version) in crd.spec.versions.iter().enumerate() {
+        if let Some(first) = crd.spec.versions[..i]
+            .iter()
+            .position(|v| v.name == version.name)
+        {
+            return Err(reject(
+                &format!("spec.versions[{i}].name"),
+                &version.name,
+                &format!("unique, and spec.versions[{first}] has the same name"),
+            ));
+        }
+    }
+    Ok(())
 }
 
 fn served_versions(crd: &CustomResourceDefinition) -> Vec<String> {
@@ -415,7 +469,8 @@ spec:
             "Widget"
         );
 
-        let crd_json: serde_json::Value = serde_yaml::from_str(CRD).unwrap();
+        let crd_json: serde_json::Value =
+            serde_saphyr::from_str_with_options(CRD, limits::yaml_options()).unwrap();
         let list = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": [crd_json]});
         let crds = parse_all("l.json", list.to_string().as_bytes()).unwrap();
         assert_eq!(crds[0].spec.names.kind, "Widget");
@@ -478,6 +533,75 @@ spec:
                 "{err}"
             );
         }
+    }
+
+    #[test]
+    fn metadata_name_must_be_plural_dot_group() {
+        let wrong = CRD.replace(
+            "name: widgets.example.com",
+            "name: \"widgets.example.com\\\")]\"",
+        );
+        let missing = CRD.replace("metadata: { name: widgets.example.com }", "metadata: {}");
+        for (crd, shown) in [(wrong, "widgets.example.com\\\")]"), (missing, "missing")] {
+            let crds = parse_all("n.yaml", crd.as_bytes()).unwrap();
+            let err = select("n.yaml", crds, &Selection::default())
+                .unwrap_err()
+                .to_string();
+            assert!(
+                err.contains("n.yaml")
+                    && err.contains("metadata.name")
+                    && err.contains(shown)
+                    && err.contains("\"widgets.example.com\"")
+                    && err.contains("API server would reject"),
+                "{err}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_version_name_used_twice_is_refused() {
+        let twice = CRD.replace("- name: v1alpha1", "- name: v1");
+        let crds = parse_all("d.yaml", twice.as_bytes()).unwrap();
+        let err = select("d.yaml", crds, &Selection::default())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("spec.versions[1].name") && err.contains("spec.versions[0]"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn yaml_over_a_cap_fails_fast_naming_the_input_and_the_cap() {
+        let depth = limits::MAX_YAML_DEPTH;
+        let deep = format!("a: {}{}", "[".repeat(depth), "]".repeat(depth));
+        let mut bomb = String::from("a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n");
+        for i in 1..9 {
+            let uses = vec![format!("*a{}", i - 1); 10].join(", ");
+            bomb.push_str(&format!("a{i}: &a{i} [{uses}]\n"));
+        }
+        for (input, cap) in [(deep, "depth cap of 64"), (bomb, "node cap of 500000")] {
+            let err = parse_all("cap.yaml", input.as_bytes()).unwrap_err();
+            assert!(matches!(err, Error::Limit { .. }), "{err:?}");
+            let text = err.to_string();
+            assert!(
+                text.starts_with("cap.yaml: ") && text.contains(cap) && text.contains("line "),
+                "{text}"
+            );
+        }
+    }
+
+    #[test]
+    fn syntax_errors_are_one_line_with_line_and_column() {
+        let err = parse_all("s.yaml", b"kind: x\nspec: [a, b\n").unwrap_err();
+        assert!(matches!(err, Error::Syntax { .. }), "{err:?}");
+        let text = err.to_string();
+        assert!(
+            text.starts_with("s.yaml is not YAML or JSON: ")
+                && text.contains("line 2, column 7")
+                && !text.contains('\n'),
+            "{text}"
+        );
     }
 
     #[test]

@@ -1,19 +1,22 @@
-//! Where a CRD comes from: an HTTP(S) URL, a file, or stdin, read into memory with limits.
+//! Where a CRD comes from: an HTTPS URL, a file, or stdin, read into memory within the caps
+//! in [`crate::limits`].
 
 use std::{fmt, io::Read, path::PathBuf, time::Duration};
 
-use crate::error::{Error, Result};
+use crate::{
+    error::{Error, Result},
+    limits::{self, MAX_CRD_BYTES},
+};
 
-/// The largest CRD accepted from any source. The largest real CRDs are under 2 MiB; 16 MiB
-/// leaves room while keeping a hostile or mistaken input from exhausting memory.
-pub const MAX_CRD_BYTES: u64 = 16 * 1024 * 1024;
-
-/// Limits on an HTTP fetch. The defaults suit a CRD on a public host; tests shorten them.
+/// Limits on an HTTP fetch. The defaults are the caps in [`crate::limits`]; tests shorten them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FetchLimits {
+    /// The whole fetch, end to end: connecting, every redirect and the entire body.
+    pub deadline: Duration,
     pub connect_timeout: Duration,
-    /// Longest wait for the response, and for each read of its body.
+    /// Longest wait for any one read of the response head or body.
     pub read_timeout: Duration,
+    /// Most body bytes accepted, counted after decompression.
     pub max_bytes: u64,
     pub max_redirects: u32,
 }
@@ -21,10 +24,11 @@ pub struct FetchLimits {
 impl Default for FetchLimits {
     fn default() -> Self {
         Self {
-            connect_timeout: Duration::from_secs(10),
-            read_timeout: Duration::from_secs(30),
+            deadline: limits::FETCH_DEADLINE,
+            connect_timeout: limits::CONNECT_TIMEOUT,
+            read_timeout: limits::READ_TIMEOUT,
             max_bytes: MAX_CRD_BYTES,
-            max_redirects: 5,
+            max_redirects: limits::MAX_REDIRECTS,
         }
     }
 }
@@ -52,15 +56,23 @@ impl CrdSource {
         }
     }
 
-    /// Reads the whole source, enforcing [`MAX_CRD_BYTES`].
+    /// Reads the whole source within [`MAX_CRD_BYTES`], refusing plain `http://`.
     pub fn read(&self) -> Result<Vec<u8>> {
+        self.read_with(false)
+    }
+
+    /// Reads the whole source within [`MAX_CRD_BYTES`]. `allow_http` (`--allow-http`) also
+    /// accepts plain `http://` URLs and redirects to them, which by default are refused
+    /// because a CRD fetched without TLS can be altered on the way, and generated code
+    /// follows what it says.
+    pub fn read_with(&self, allow_http: bool) -> Result<Vec<u8>> {
         match self {
-            Self::Url(url) => fetch(url, &FetchLimits::default()),
+            Self::Url(url) => fetch(url, &FetchLimits::default(), allow_http),
             Self::File(path) => {
                 let file = std::fs::File::open(path).map_err(|e| self.read_error(e))?;
-                read_capped(file, &self.to_string())
+                read_capped(file, &self.to_string(), MAX_CRD_BYTES)
             }
-            Self::Stdin => read_capped(std::io::stdin().lock(), "stdin"),
+            Self::Stdin => read_capped(std::io::stdin().lock(), "stdin", MAX_CRD_BYTES),
         }
     }
 
@@ -82,21 +94,23 @@ impl fmt::Display for CrdSource {
     }
 }
 
-fn read_capped(reader: impl Read, origin: &str) -> Result<Vec<u8>> {
+/// Reads at most `max` bytes and fails if there are more, so `/dev/zero` or a runaway pipe
+/// costs `max` bytes of memory, never more.
+fn read_capped(reader: impl Read, origin: &str, max: u64) -> Result<Vec<u8>> {
     let mut bytes = Vec::new();
     reader
-        .take(MAX_CRD_BYTES + 1)
+        .take(max + 1)
         .read_to_end(&mut bytes)
         .map_err(|e| Error::Read {
             origin: origin.to_owned(),
             reason: e.to_string(),
         })?;
-    if bytes.len() as u64 > MAX_CRD_BYTES {
-        return Err(Error::Read {
+    if bytes.len() as u64 > max {
+        return Err(Error::Limit {
             origin: origin.to_owned(),
             reason: format!(
-                "larger than the {} MiB limit for a CRD; check that this is a single CRD file",
-                MAX_CRD_BYTES / (1024 * 1024)
+                "larger than the {} limit for a CRD; check that this is a single CRD file",
+                limits::bytes(max)
             ),
         });
     }
@@ -119,42 +133,129 @@ pub fn raw_github_url(url: &str) -> String {
 }
 
 /// Fetches `url` (after [`raw_github_url`]) within `limits`, following redirects.
-pub fn fetch(url: &str, limits: &FetchLimits) -> Result<Vec<u8>> {
+///
+/// Only `https://` is used unless `allow_http` is set, for the URL and for every redirect:
+/// a CRD fetched without TLS can be altered on the way, and generated code follows it.
+pub fn fetch(url: &str, limits: &FetchLimits, allow_http: bool) -> Result<Vec<u8>> {
+    fetch_over(url, limits, allow_http, ureq::tls::TlsConfig::default())
+}
+
+/// [`fetch`] with a TLS configuration, so tests can talk to a loopback HTTPS server.
+fn fetch_over(
+    url: &str,
+    limits: &FetchLimits,
+    allow_http: bool,
+    tls: ureq::tls::TlsConfig,
+) -> Result<Vec<u8>> {
     let target = raw_github_url(url);
     let fail = |reason: String| Error::Fetch {
         url: target.clone(),
         reason,
     };
+    if !allow_http && !target.starts_with("https://") {
+        return Err(fail(format!(
+            "plain http is refused, because a CRD fetched without TLS can be altered on the \
+             way; use {}, or pass --allow-http if you trust the network",
+            https_hint(&target)
+        )));
+    }
     let agent: ureq::Agent = ureq::Agent::config_builder()
+        .https_only(!allow_http)
+        .timeout_global(Some(limits.deadline))
         .timeout_connect(Some(limits.connect_timeout))
-        .timeout_recv_response(Some(limits.read_timeout))
         .timeout_per_read(Some(limits.read_timeout))
         .max_redirects(limits.max_redirects)
         .http_status_as_error(false)
+        .tls_config(tls)
         .build()
         .into();
-    let response = agent.get(&target).call().map_err(|e| fail(e.to_string()))?;
+    let explain = |e: ureq::Error| explain_fetch_error(&target, limits, e);
+    let response = agent.get(&target).call().map_err(explain)?;
     let status = response.status();
     if !status.is_success() {
         return Err(fail(format!(
             "the server answered HTTP {status}; check that the URL points at a CRD file"
         )));
     }
+    // ureq's own body limit counts the bytes on the wire, before gzip is undone: a small
+    // compressed body could still inflate without bound. The cap is on what comes out.
+    let mut bytes = Vec::new();
     response
         .into_body()
-        .with_config()
-        .limit(limits.max_bytes)
-        .read_to_vec()
-        .map_err(|e| {
-            fail(format!(
-                "{e} (a CRD may be at most {} bytes)",
-                limits.max_bytes
-            ))
-        })
+        .into_reader()
+        .take(limits.max_bytes + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| explain(ureq::Error::from(e)))?;
+    if bytes.len() as u64 > limits.max_bytes {
+        return Err(Error::Limit {
+            origin: target.clone(),
+            reason: format!(
+                "the body is larger than the {} limit for a CRD (counted after \
+                 decompression); check that the URL points at a single CRD file",
+                limits::bytes(limits.max_bytes)
+            ),
+        });
+    }
+    Ok(bytes)
+}
+
+/// What to use instead of a plain-http URL: the same URL over https, if it has that form.
+fn https_hint(url: &str) -> String {
+    url.strip_prefix("http://").map_or_else(
+        || "an https:// URL".to_owned(),
+        |rest| format!("https://{rest} if the host serves it"),
+    )
+}
+
+/// Names the cap a failed fetch ran into, or says what else went wrong.
+fn explain_fetch_error(url: &str, limits: &FetchLimits, e: ureq::Error) -> Error {
+    let human = |d: Duration| humantime::format_duration(d).to_string();
+    let limit = |reason: String| Error::Limit {
+        origin: url.to_owned(),
+        reason,
+    };
+    match e {
+        ureq::Error::Timeout(ureq::Timeout::Global) => limit(format!(
+            "the fetch took longer than its {} deadline (connecting, redirects and the whole \
+             body together); download the file and pass it with --crd <file> if the host is slow",
+            human(limits.deadline)
+        )),
+        ureq::Error::Timeout(ureq::Timeout::Connect) => limit(format!(
+            "could not connect within the {} connect timeout; check the host name and your network",
+            human(limits.connect_timeout)
+        )),
+        ureq::Error::Timeout(ureq::Timeout::PerRead) => limit(format!(
+            "the server sent nothing for {} (the per-read timeout); try again, or download the \
+             file and pass it with --crd <file>",
+            human(limits.read_timeout)
+        )),
+        ureq::Error::Timeout(other) => limit(format!("the fetch timed out ({other})")),
+        ureq::Error::TooManyRedirects => limit(format!(
+            "more than {} redirects; point --crd at the final URL",
+            limits.max_redirects
+        )),
+        ureq::Error::RequireHttpsOnly(to) => Error::Fetch {
+            url: url.to_owned(),
+            reason: format!(
+                "a redirect leads to plain http ({to}), which is refused because a CRD \
+                 fetched without TLS can be altered on the way; pass --allow-http if you trust \
+                 the network"
+            ),
+        },
+        other => Error::Fetch {
+            url: url.to_owned(),
+            reason: other.to_string(),
+        },
+    }
 }
 
 #[cfg(test)]
 mod tests {
+    use std::{
+        io::{BufRead, BufReader, Write},
+        time::{Duration, Instant},
+    };
+
     use super::*;
 
     #[test]
@@ -186,43 +287,73 @@ mod tests {
         );
     }
 
+    /// Reads a request head and returns its path.
+    fn request_path(reader: &mut impl BufRead) -> String {
+        let mut request_line = String::new();
+        let _ = reader.read_line(&mut request_line);
+        loop {
+            let mut header = String::new();
+            if reader.read_line(&mut header).unwrap_or(0) <= 2 {
+                break;
+            }
+        }
+        request_line
+            .split_whitespace()
+            .nth(1)
+            .unwrap_or("/")
+            .to_owned()
+    }
+
+    /// A gzip body that inflates to `mib` MiB of zeros, built from one compressed MiB
+    /// repeated (gzip allows several members in a row), so it is quick to make.
+    fn gzip_bomb(mib: usize) -> Vec<u8> {
+        let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+        encoder.write_all(&vec![0u8; 1024 * 1024]).unwrap();
+        encoder.finish().unwrap().repeat(mib)
+    }
+
     /// A loopback HTTP server with one behaviour per path, serving until the test ends.
     fn serve() -> String {
-        use std::io::{BufRead, BufReader, Write};
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
         std::thread::spawn(move || {
             for stream in listener.incoming() {
                 let Ok(mut stream) = stream else { continue };
                 std::thread::spawn(move || {
-                    let mut request_line = String::new();
-                    let mut reader = BufReader::new(stream.try_clone().unwrap());
-                    reader.read_line(&mut request_line).unwrap();
-                    loop {
-                        let mut header = String::new();
-                        if reader.read_line(&mut header).unwrap_or(0) <= 2 {
-                            break;
-                        }
-                    }
-                    let path = request_line
-                        .split_whitespace()
-                        .nth(1)
-                        .unwrap_or("/")
-                        .to_owned();
+                    let Ok(read_half) = stream.try_clone() else {
+                        return;
+                    };
+                    let path = request_path(&mut BufReader::new(read_half));
+                    let crd = crate::crd_document::tests::CRD.as_bytes().to_vec();
                     let (status, extra, body) = match path.as_str() {
-                        "/crd.yaml" => ("200 OK", "", crate::crd_document::tests::CRD.to_owned()),
-                        "/moved" => ("302 Found", "Location: /crd.yaml\r\n", String::new()),
+                        "/crd.yaml" => ("200 OK", "", crd),
+                        "/moved" => ("302 Found", "Location: /crd.yaml\r\n", Vec::new()),
                         "/text" => (
                             "200 OK",
                             "",
-                            "<html><body>not a CRD</body></html>".to_owned(),
+                            b"<html><body>not a CRD</body></html>".to_vec(),
                         ),
-                        "/big" => ("200 OK", "", "#".repeat(4096)),
+                        "/big" => ("200 OK", "", vec![b'#'; 4096]),
+                        "/bomb" => ("200 OK", "Content-Encoding: gzip\r\n", gzip_bomb(1024)),
                         "/slow" => {
-                            std::thread::sleep(std::time::Duration::from_secs(5));
+                            std::thread::sleep(Duration::from_secs(5));
                             return;
                         }
-                        _ => ("404 Not Found", "", "no such file".to_owned()),
+                        "/trickle" => {
+                            // A valid response of 200 bytes, one every 50 ms (10 s in all): no
+                            // single read waits long, so only a deadline on the whole fetch
+                            // ends it sooner.
+                            let head = "HTTP/1.1 200 OK\r\nContent-Length: 200\r\n\r\n";
+                            let _ = stream.write_all(head.as_bytes());
+                            for _ in 0..200 {
+                                std::thread::sleep(Duration::from_millis(50));
+                                if stream.write_all(b"#").is_err() {
+                                    break;
+                                }
+                            }
+                            return;
+                        }
+                        _ => ("404 Not Found", "", b"no such file".to_vec()),
                     };
                     let head = format!(
                         "HTTP/1.1 {status}\r\n{extra}Content-Length: {}\r\nConnection: close\r\n\r\n",
@@ -230,7 +361,7 @@ mod tests {
                     );
                     let _ = stream
                         .write_all(head.as_bytes())
-                        .and_then(|()| stream.write_all(body.as_bytes()));
+                        .and_then(|()| stream.write_all(&body));
                 });
             }
         });
@@ -243,6 +374,7 @@ mod tests {
         let selected = crate::load(
             &CrdSource::Url(format!("{base}/moved")),
             &Default::default(),
+            true,
         )
         .unwrap();
         assert_eq!(selected.crd.spec.names.kind, "Widget");
@@ -250,6 +382,7 @@ mod tests {
         let err = crate::load(
             &CrdSource::Url(format!("{base}/gone.yaml")),
             &Default::default(),
+            true,
         )
         .unwrap_err();
         let text = err.to_string();
@@ -258,8 +391,12 @@ mod tests {
             "{text}"
         );
 
-        let err =
-            crate::load(&CrdSource::Url(format!("{base}/text")), &Default::default()).unwrap_err();
+        let err = crate::load(
+            &CrdSource::Url(format!("{base}/text")),
+            &Default::default(),
+            true,
+        )
+        .unwrap_err();
         assert!(err.to_string().contains("/text"), "{err}");
         assert!(
             matches!(err, Error::NotACrd { .. } | Error::Syntax { .. }),
@@ -270,28 +407,192 @@ mod tests {
             max_bytes: 1024,
             ..FetchLimits::default()
         };
-        let err = fetch(&format!("{base}/big"), &small)
-            .unwrap_err()
-            .to_string();
-        assert!(err.contains("/big") && err.contains("1024"), "{err}");
+        let err = fetch(&format!("{base}/big"), &small, true).unwrap_err();
+        assert!(matches!(err, Error::Limit { .. }), "{err:?}");
+        let err = err.to_string();
+        assert!(err.contains("/big") && err.contains("1 KiB"), "{err}");
 
         let impatient = FetchLimits {
-            read_timeout: std::time::Duration::from_millis(300),
+            read_timeout: Duration::from_millis(300),
             ..FetchLimits::default()
         };
-        let err = fetch(&format!("{base}/slow"), &impatient)
+        let err = fetch(&format!("{base}/slow"), &impatient, true)
             .unwrap_err()
             .to_string();
         assert!(
-            err.contains("/slow") && err.to_lowercase().contains("timeout"),
+            err.contains("/slow") && err.contains("per-read timeout"),
             "{err}"
         );
+    }
+
+    /// The peak resident memory of this process so far, where the OS reports it.
+    fn peak_memory() -> Option<u64> {
+        let status = std::fs::read_to_string("/proc/self/status").ok()?;
+        let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+        let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+        Some(kib * 1024)
+    }
+
+    #[test]
+    fn a_gzip_body_is_capped_after_decompression_quickly() {
+        let base = serve();
+        let started = Instant::now();
+        // 1 MiB on the wire, 1 GiB once inflated: reading stops at the 16 MiB cap.
+        let err = fetch(&format!("{base}/bomb"), &FetchLimits::default(), true).unwrap_err();
+        let elapsed = started.elapsed();
+        // Reading the inflated body before checking its size peaks above 1 GiB; capped, the
+        // whole test process (other tests included) stays far below half that.
+        if let Some(peak) = peak_memory() {
+            assert!(peak < 512 * 1024 * 1024, "peak memory {} MiB", peak >> 20);
+        }
+        assert!(matches!(err, Error::Limit { .. }), "{err:?}");
+        let text = err.to_string();
+        assert!(
+            text.contains("/bomb")
+                && text.contains("16 MiB")
+                && text.contains("after decompression"),
+            "{text}"
+        );
+        // Inflating the whole GiB takes far longer than this even in an optimised build.
+        assert!(elapsed < Duration::from_secs(20), "took {elapsed:?}");
+    }
+
+    #[test]
+    fn a_trickling_body_is_cut_off_by_the_deadline() {
+        let base = serve();
+        let hurried = FetchLimits {
+            deadline: Duration::from_secs(1),
+            ..FetchLimits::default()
+        };
+        let started = Instant::now();
+        let err = fetch(&format!("{base}/trickle"), &hurried, true).unwrap_err();
+        let elapsed = started.elapsed();
+        assert!(matches!(err, Error::Limit { .. }), "{err:?}");
+        let text = err.to_string();
+        assert!(
+            text.contains("/trickle") && text.contains("1s deadline"),
+            "{text}"
+        );
+        // The whole body takes 10 s; per-read timeouts never fire on it.
+        assert!(elapsed < Duration::from_secs(5), "took {elapsed:?}");
+    }
+
+    #[test]
+    fn plain_http_is_refused_without_the_switch() {
+        let base = serve();
+        for source in [
+            CrdSource::Url(format!("{base}/crd.yaml")),
+            CrdSource::parse(&format!("{base}/crd.yaml")),
+        ] {
+            let err = source.read().unwrap_err();
+            assert!(matches!(err, Error::Fetch { .. }), "{err:?}");
+            let text = err.to_string();
+            assert!(
+                text.contains("/crd.yaml")
+                    && text.contains("without TLS")
+                    && text.contains("--allow-http"),
+                "{text}"
+            );
+        }
+        assert!(
+            CrdSource::Url(format!("{base}/crd.yaml"))
+                .read_with(true)
+                .is_ok()
+        );
+    }
+
+    /// A self-signed certificate for 127.0.0.1, only ever used by the loopback server below
+    /// (the client in that test does not verify certificates).
+    const TEST_CERT: &str = "-----BEGIN CERTIFICATE-----
+MIIBmDCCAT6gAwIBAgIUReyh7GMkmsdcghjQUIzNFcUZdQ0wCgYIKoZIzj0EAwIw
+FDESMBAGA1UEAwwJbG9jYWxob3N0MCAXDTI2MTEyMjEzMzgxNFoYDzIxMjYxMDI5
+MTMzODE0WjAUMRIwEAYDVQQDDAlsb2NhbGhvc3QwWTATBgcqhkjOPQIBBggqhkjO
+PQMBBwNCAAQOZ43r05p+cOBusGcYKp6tByRiYgMaQbPVQz85Vuko1/QkrEGbUqbb
+RGoRoXyRRMw6fA1HbpJbLHu7diaIvF8do2wwajAdBgNVHQ4EFgQUW1L1ePpMEhpT
+iKYEMiBjKtMn2q8wHwYDVR0jBBgwFoAUW1L1ePpMEhpTiKYEMiBjKtMn2q8wGgYD
+VR0RBBMwEYcEfwAAAYIJbG9jYWxob3N0MAwGA1UdEwEB/wQCMAAwCgYIKoZIzj0E
+AwIDSAAwRQIgBSzdi80xk/YPpVKV47fBperkOWTsBaAsl9AZUe9gLAACIQCaqcZU
+8ZFKnKaY3tVQHy6JQWeLTaVBre1Z5Ow6D9LPqw==
+-----END CERTIFICATE-----
+";
+    const TEST_KEY: &str = "-----BEGIN PRIVATE KEY-----
+MIGHAgEAMBMGByqGSM49AgEGCCqGSM49AwEHBG0wawIBAQQgL3n5U4HL0t2CA0Lh
+kwLWl5pGe9BLi1oSr7sUHODboMehRANCAAQOZ43r05p+cOBusGcYKp6tByRiYgMa
+QbPVQz85Vuko1/QkrEGbUqbbRGoRoXyRRMw6fA1HbpJbLHu7diaIvF8d
+-----END PRIVATE KEY-----
+";
+
+    /// A loopback HTTPS server that answers every request with a redirect to `location`.
+    fn serve_tls_redirect(location: String) -> String {
+        use rustls::pki_types::{CertificateDer, PrivateKeyDer, pem::PemObject};
+        let cert = CertificateDer::from_pem_slice(TEST_CERT.as_bytes()).unwrap();
+        let key = PrivateKeyDer::from_pem_slice(TEST_KEY.as_bytes()).unwrap();
+        let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+        let config = rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_no_client_auth()
+            .with_single_cert(vec![cert], key)
+            .unwrap();
+        let config = std::sync::Arc::new(config);
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let base = format!("https://{}", listener.local_addr().unwrap());
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(stream) = stream else { continue };
+                let (config, location) = (config.clone(), location.clone());
+                std::thread::spawn(move || {
+                    let Ok(connection) = rustls::ServerConnection::new(config) else {
+                        return;
+                    };
+                    let mut tls = BufReader::new(rustls::StreamOwned::new(connection, stream));
+                    request_path(&mut tls);
+                    let head = format!(
+                        "HTTP/1.1 302 Found\r\nLocation: {location}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+                    );
+                    let tls = tls.get_mut();
+                    let _ = tls.write_all(head.as_bytes()).and_then(|()| tls.flush());
+                    tls.conn.send_close_notify();
+                    let _ = tls.flush();
+                });
+            }
+        });
+        base
+    }
+
+    #[test]
+    fn a_redirect_from_https_to_http_is_refused_without_the_switch() {
+        let plain = serve();
+        let secure = serve_tls_redirect(format!("{plain}/crd.yaml"));
+        let tls = || {
+            ureq::tls::TlsConfig::builder()
+                .disable_verification(true)
+                .build()
+        };
+        let url = format!("{secure}/crd.yaml");
+        let err = fetch_over(&url, &FetchLimits::default(), false, tls()).unwrap_err();
+        let text = err.to_string();
+        assert!(
+            text.contains(&url)
+                && text.contains(&format!("{plain}/crd.yaml"))
+                && text.contains("without TLS")
+                && text.contains("--allow-http"),
+            "{text}"
+        );
+        // The same redirect is followed with the switch, so the refusal above is the policy.
+        let bytes = fetch_over(&url, &FetchLimits::default(), true, tls()).unwrap();
+        assert!(String::from_utf8_lossy(&bytes).contains("kind: CustomResourceDefinition"));
     }
 
     #[test]
     fn oversized_input_is_refused() {
         let big = std::io::repeat(b'a').take(MAX_CRD_BYTES + 10);
-        let err = read_capped(big, "big.yaml").unwrap_err().to_string();
-        assert!(err.contains("big.yaml") && err.contains("limit"), "{err}");
+        let err = read_capped(big, "big.yaml", MAX_CRD_BYTES).unwrap_err();
+        assert!(matches!(err, Error::Limit { .. }), "{err:?}");
+        let err = err.to_string();
+        assert!(
+            err.contains("big.yaml") && err.contains("16 MiB limit"),
+            "{err}"
+        );
     }
 }

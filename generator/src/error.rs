@@ -16,6 +16,11 @@ pub enum Error {
     #[error("could not fetch {url}: {reason}")]
     Fetch { url: String, reason: String },
 
+    /// An input went over a cap in [`crate::limits`]: too large, too slow, too deeply nested,
+    /// or expanding to too much; `reason` names the cap and its value.
+    #[error("{origin}: {reason}")]
+    Limit { origin: String, reason: String },
+
     /// The input is not YAML or JSON at all.
     #[error("{origin} is not YAML or JSON: {reason}")]
     Syntax { origin: String, reason: String },

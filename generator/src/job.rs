@@ -21,6 +21,8 @@ pub struct Job {
     /// The manifest; `<out>/operator.yaml` when absent and present there.
     pub manifest: Option<PathBuf>,
     pub out: PathBuf,
+    /// `--allow-http`: accept plain-http CRD URLs; see [`Request::allow_http`].
+    pub allow_http: bool,
 }
 
 impl Default for Job {
@@ -38,6 +40,7 @@ impl Job {
             version: None,
             manifest: None,
             out: out.into(),
+            allow_http: false,
         }
     }
 
@@ -59,6 +62,10 @@ impl Job {
             if let Some(value) = value {
                 command.push_str(&format!(" --{flag} {value}"));
             }
+        }
+        // Rerunning without it would refuse the same http URL, so it is part of the command.
+        if self.allow_http {
+            command.push_str(" --allow-http");
         }
         command
     }
@@ -90,7 +97,9 @@ impl Job {
                 kind: self.kind.is_some(),
                 version: self.version.is_some(),
                 manifest: self.manifest.is_some(),
+                allow_http: self.allow_http,
             },
+            allow_http: self.allow_http,
         })
     }
 
@@ -118,5 +127,20 @@ mod tests {
             job.command(),
             "cargo xtask gen --crd - --version v1 --out ops/widget"
         );
+    }
+
+    #[test]
+    fn allowing_http_is_part_of_the_command_and_the_request() {
+        let job = Job {
+            crd: Some("http://127.0.0.1:8080/crd.yaml".into()),
+            allow_http: true,
+            ..Job::default()
+        };
+        assert_eq!(
+            job.command(),
+            "cargo xtask gen --crd http://127.0.0.1:8080/crd.yaml --allow-http"
+        );
+        assert!(job.request().unwrap().allow_http);
+        assert!(!Job::default().request().unwrap().allow_http);
     }
 }

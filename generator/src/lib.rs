@@ -13,12 +13,14 @@
 //! answer questions about built-in kinds, field paths and least valid objects for the model,
 //! and [`schema_check`] checks a value (the manifest's `sample:`) against a CRD schema as the
 //! API server would.
+//! Every input comes from strangers and is read within the caps in [`limits`].
 
 pub mod crd_document;
 pub mod crd_source;
 pub mod error;
 pub mod job;
 pub mod k8s_catalog;
+pub mod limits;
 pub mod manifest;
 pub mod model;
 pub mod naming;
@@ -55,6 +57,10 @@ pub struct Request {
     pub selection: Selection,
     /// Which flags the command line gave, for the regenerate command in generated headers.
     pub flags: model::CommandFlags,
+    /// Accept plain `http://` CRD URLs (`--allow-http`), from the command line and the
+    /// manifest alike, and redirects from https to http. Off by default: a CRD fetched
+    /// without TLS can be altered on the way, and generated code follows it.
+    pub allow_http: bool,
 }
 
 /// What a generation produced before it touched disk.
@@ -128,16 +134,25 @@ impl Request {
     }
 }
 
-/// Loads a source and selects one CRD version from it.
-pub fn load(source: &CrdSource, selection: &Selection) -> Result<SelectedCrd> {
+/// Loads a source and selects one CRD version from it; `allow_http` as in
+/// [`Request::allow_http`].
+pub fn load(source: &CrdSource, selection: &Selection, allow_http: bool) -> Result<SelectedCrd> {
     let origin = source.to_string();
-    let bytes = source.read()?;
+    let bytes = source.read_with(allow_http)?;
     let crds = crd_document::parse_all(&origin, &bytes)?;
     crd_document::select(&origin, crds, selection)
 }
 
 /// Reads every input the request names and renders the crate in memory.
+///
+/// Runs on a thread of its own with a large stack ([`limits::with_deep_stack`]): every stage
+/// walks the input recursively, and the caps bound how deep, not how much stack a build's
+/// frames take.
 pub fn generate(request: &Request) -> Result<Generated> {
+    limits::with_deep_stack(|| generate_here(request))
+}
+
+fn generate_here(request: &Request) -> Result<Generated> {
     let manifest = &request.manifest;
     let input = primary_input(request)?;
     let named = manifest
@@ -159,8 +174,12 @@ pub fn generate(request: &Request) -> Result<Generated> {
                 crd: Some(kind.clone()),
                 version: None,
             };
-            let selected = load(&request.manifest_source(value), &selection)
-                .map_err(|e| request.in_field(&field, e))?;
+            let selected = load(
+                &request.manifest_source(value),
+                &selection,
+                request.allow_http,
+            )
+            .map_err(|e| request.in_field(&field, e))?;
             related.push(RelatedCrd { field, selected });
         }
     }
@@ -241,12 +260,12 @@ fn primary_input(request: &Request) -> Result<model::PrimaryInput> {
             .clone()
             .or_else(|| primary.version.clone()),
     };
-    let selected = load(&request.primary_source()?, &selection).map_err(|e| {
-        match request.primary_field(&e) {
+    let selected = load(&request.primary_source()?, &selection, request.allow_http).map_err(
+        |e| match request.primary_field(&e) {
             Some(field) => request.in_field(field, e),
             None => e,
-        }
-    })?;
+        },
+    )?;
     Ok(model::PrimaryInput::Crd {
         selected: Box::new(selected),
         dynamic: primary.dynamic,

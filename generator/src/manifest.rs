@@ -2,12 +2,17 @@
 //!
 //! Parsing is strict: an unknown or misspelt field is an error naming its line and column,
 //! because a silently ignored `watchs:` would produce an operator that quietly misses events.
+//! Values are checked as they are read (durations within bounds, dependency keys known,
+//! `sample` a mapping), and the file is read within the caps in [`crate::limits`].
 
-use std::{path::Path, time::Duration};
+use std::{io::Read as _, path::Path, time::Duration};
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::{Error, Result};
+use crate::{
+    error::{Error, Result},
+    limits::{self, MAX_MANIFEST_BYTES, YamlProblem},
+};
 
 /// The whole manifest. Every field is optional: an empty manifest is an operator with no
 /// relations, reconciling on changes to the primary resource only.
@@ -38,7 +43,7 @@ pub struct Manifest {
     /// How many reconciles run at once (default: unlimited), and how long to wait for more
     /// changes before reconciling (default: none).
     pub concurrency: Option<u16>,
-    #[serde(default, with = "humantime_option")]
+    #[serde(default, with = "duration::debounce")]
     pub debounce: Option<Duration>,
     /// Extra crates your reconcile code uses, merged into the generated Cargo.toml.
     #[serde(default)]
@@ -48,12 +53,17 @@ pub struct Manifest {
     pub dev_dependencies: std::collections::BTreeMap<String, DependencySpec>,
     /// Fields written over the least object the CRD's schema allows, which the shipped tests
     /// and `cargo xtask e2e` create: values a schema cannot give, such as a string that must
-    /// match a `pattern`.
+    /// match a `pattern`. A mapping; the schema check is done where the sample is built.
+    #[serde(default, deserialize_with = "sample_mapping")]
     pub sample: Option<serde_json::Value>,
 }
 
 /// A dependency as in Cargo.toml: a version, or a version with features.
-#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+///
+/// Only `version`, `features` and `default-features` are read; any other key (`git`, `path`,
+/// a typo) is an error rather than dropped, because a dropped `git:` would silently build
+/// against crates.io instead.
+#[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(untagged)]
 pub enum DependencySpec {
     Version(String),
@@ -118,7 +128,6 @@ pub struct Watched {
     pub kind: String,
     pub crd: Option<String>,
     /// How a related object names the primary it belongs to, written `{ label: key }`.
-    #[serde(with = "serde_yaml::with::singleton_map")]
     pub map: MapRule,
 }
 
@@ -144,7 +153,7 @@ pub struct External {
     #[serde(default)]
     pub source: ExternalSource,
     /// Poll period for `source: poll`, as `30s`, `5m`.
-    #[serde(default, with = "humantime_option")]
+    #[serde(default, with = "duration::interval")]
     pub interval: Option<Duration>,
 }
 
@@ -164,13 +173,13 @@ pub enum ExternalSource {
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct Requeue {
     /// Requeue after a successful reconcile; absent means wait for a change.
-    #[serde(default, with = "humantime_option")]
+    #[serde(default, with = "duration::interval")]
     pub after: Option<Duration>,
     /// First delay after an error; doubles per consecutive failure.
-    #[serde(default, with = "humantime_option")]
+    #[serde(default, with = "duration::backoff")]
     pub error_backoff: Option<Duration>,
     /// Cap on the error delay.
-    #[serde(default, with = "humantime_option")]
+    #[serde(default, with = "duration::backoff")]
     pub error_backoff_max: Option<Duration>,
 }
 
@@ -195,30 +204,58 @@ pub enum Predicate {
 }
 
 impl Manifest {
-    /// Reads and parses a manifest file.
+    /// Reads and parses a manifest file, reading at most [`MAX_MANIFEST_BYTES`] so that a
+    /// wrong path (`/dev/zero`, a large binary) fails at once instead of filling memory.
     pub fn load(path: &Path) -> Result<Self> {
-        let text = std::fs::read_to_string(path).map_err(|e| Error::Manifest {
-            location: path.display().to_string(),
+        let origin = path.display().to_string();
+        let cannot_read = |e: std::io::Error| Error::Manifest {
+            location: origin.clone(),
             reason: format!("cannot read the manifest: {e}"),
+        };
+        let file = std::fs::File::open(path).map_err(cannot_read)?;
+        let mut bytes = Vec::new();
+        file.take(MAX_MANIFEST_BYTES + 1)
+            .read_to_end(&mut bytes)
+            .map_err(cannot_read)?;
+        if bytes.len() as u64 > MAX_MANIFEST_BYTES {
+            return Err(too_large(&origin));
+        }
+        let text = String::from_utf8(bytes).map_err(|e| Error::Manifest {
+            location: origin.clone(),
+            reason: format!(
+                "not valid UTF-8 at byte {}; a manifest must be UTF-8 text",
+                e.utf8_error().valid_up_to()
+            ),
         })?;
-        Self::parse(&path.display().to_string(), &text)
+        Self::parse(&origin, &text)
     }
 
-    /// Parses manifest text; `origin` names it in errors.
+    /// Parses manifest text; `origin` names it in errors, which give `origin:line:column`
+    /// and the field path (`requeue.errorBackoffMax`, `external[0].interval`).
     pub fn parse(origin: &str, text: &str) -> Result<Self> {
+        if text.len() as u64 > MAX_MANIFEST_BYTES {
+            return Err(too_large(origin));
+        }
         if text.trim().is_empty() {
             return Ok(Self::default());
         }
-        serde_yaml::from_str(text).map_err(|e| {
-            let location = match e.location() {
-                Some(at) => format!("{origin}:{}:{}", at.line(), at.column()),
-                None => origin.to_owned(),
-            };
-            Error::Manifest {
-                location,
-                reason: format!("{e}; see the manifest reference in README.md"),
-            }
-        })
+        let mut path = None;
+        let parsed = limits::with_deep_stack(|| {
+            serde_saphyr::with_deserializer_from_str_with_options(
+                text,
+                limits::yaml_options(),
+                |de| {
+                    serde_path_to_error::deserialize::<_, Option<Self>>(de).map_err(|e| {
+                        path = Some(e.path().to_string());
+                        e.into_inner()
+                    })
+                },
+            )
+        });
+        match parsed {
+            Ok(manifest) => Ok(manifest.unwrap_or_default()),
+            Err(e) => Err(parse_error(origin, path.as_deref(), &e)),
+        }
     }
 
     /// The predicates in force: the manifest's, or the generation+finalizers default that
@@ -230,20 +267,201 @@ impl Manifest {
     }
 }
 
-mod humantime_option {
+fn too_large(origin: &str) -> Error {
+    Error::Limit {
+        origin: origin.to_owned(),
+        reason: format!(
+            "larger than the {} limit for a manifest; an operator.yaml is a few KiB, so check \
+             that --manifest points at one",
+            limits::bytes(MAX_MANIFEST_BYTES)
+        ),
+    }
+}
+
+/// `origin:line:column: field `path`: reason`, or a cap named.
+fn parse_error(origin: &str, path: Option<&str>, err: &serde_saphyr::Error) -> Error {
+    let problem = YamlProblem::from_error(err);
+    if problem.over_cap {
+        return Error::Limit {
+            origin: origin.to_owned(),
+            reason: format!(
+                "{}; an operator.yaml needs nothing near this, so check that --manifest \
+                 points at one",
+                problem.with_position()
+            ),
+        };
+    }
+    let location = match problem.at {
+        Some((line, column)) => format!("{origin}:{line}:{column}"),
+        None => origin.to_owned(),
+    };
+    let field = match path {
+        Some(path) if !path.is_empty() && path != "." => format!("field `{path}`: "),
+        _ => String::new(),
+    };
+    Error::Manifest {
+        location,
+        reason: format!(
+            "{field}{}; see the manifest reference in README.md",
+            problem.reason
+        ),
+    }
+}
+
+/// `sample:` must be a mapping of fields; a list or a string cannot be written over an object.
+fn sample_mapping<'de, D: serde::Deserializer<'de>>(
+    de: D,
+) -> Result<Option<serde_json::Value>, D::Error> {
+    match Option::<serde_json::Value>::deserialize(de)? {
+        Some(value) if !value.is_object() => Err(serde::de::Error::custom(format!(
+            "must be a mapping of fields written over the least valid object, such as \
+             `sample: {{ spec: {{ url: https://example.com }} }}`; found {}",
+            match value {
+                serde_json::Value::Array(_) => "a list",
+                serde_json::Value::String(_) => "a string",
+                serde_json::Value::Number(_) => "a number",
+                _ => "a boolean",
+            }
+        ))),
+        other => Ok(other),
+    }
+}
+
+impl<'de> Deserialize<'de> for DependencySpec {
+    fn deserialize<D: serde::Deserializer<'de>>(de: D) -> Result<Self, D::Error> {
+        de.deserialize_any(DependencyVisitor)
+    }
+}
+
+/// The keys a detailed dependency may have.
+enum DependencyKey {
+    Version,
+    Features,
+    DefaultFeatures,
+}
+
+impl<'de> Deserialize<'de> for DependencyKey {
+    fn deserialize<D: serde::Deserializer<'de>>(de: D) -> Result<Self, D::Error> {
+        let key = String::deserialize(de)?;
+        match key.as_str() {
+            "version" => Ok(Self::Version),
+            "features" => Ok(Self::Features),
+            "default-features" => Ok(Self::DefaultFeatures),
+            other => Err(serde::de::Error::custom(format!(
+                "unknown key `{other}` in a dependency; the supported keys are version, \
+                 features and default-features (git and path dependencies are not supported)"
+            ))),
+        }
+    }
+}
+
+struct DependencyVisitor;
+
+impl<'de> serde::de::Visitor<'de> for DependencyVisitor {
+    type Value = DependencySpec;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(
+            "a version in quotes, such as \"1.0\", or a mapping of version, features and \
+             default-features",
+        )
+    }
+
+    fn visit_str<E: serde::de::Error>(self, version: &str) -> Result<DependencySpec, E> {
+        Ok(DependencySpec::Version(version.to_owned()))
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(
+        self,
+        mut map: A,
+    ) -> Result<DependencySpec, A::Error> {
+        let (mut version, mut features, mut default_features) = (None, Vec::new(), None);
+        // Duplicate keys are refused by the YAML reader, so each arm runs at most once.
+        while let Some(key) = map.next_key()? {
+            match key {
+                DependencyKey::Version => version = Some(map.next_value()?),
+                DependencyKey::Features => features = map.next_value()?,
+                DependencyKey::DefaultFeatures => default_features = map.next_value()?,
+            }
+        }
+        let version = version.ok_or_else(|| {
+            serde::de::Error::custom(
+                "a dependency needs a `version` (git and path dependencies are not supported)",
+            )
+        })?;
+        Ok(DependencySpec::Detailed {
+            version,
+            features,
+            default_features,
+        })
+    }
+}
+
+/// Durations written as `30s`, `5m` or `1h`, each kind within its documented bounds, because
+/// an unbounded one wraps or panics in generated code (a huge backoff became 384 ms, a huge
+/// interval panicked inside tokio).
+mod duration {
     use std::time::Duration;
 
     use serde::{Deserialize, Deserializer, Serializer};
 
-    pub fn deserialize<'de, D: Deserializer<'de>>(de: D) -> Result<Option<Duration>, D::Error> {
-        match Option::<String>::deserialize(de)? {
-            None => Ok(None),
-            Some(text) => humantime::parse_duration(&text).map(Some).map_err(|e| {
-                serde::de::Error::custom(format!(
-                    "invalid duration {text:?} ({e}); write it like 30s, 5m or 1h"
-                ))
-            }),
+    use crate::limits::{MAX_DURATION, MIN_ERROR_BACKOFF, MIN_INTERVAL};
+
+    /// `requeue.errorBackoff`, `requeue.errorBackoffMax`.
+    pub mod backoff {
+        pub use super::serialize;
+
+        pub fn deserialize<'de, D: serde::Deserializer<'de>>(
+            de: D,
+        ) -> Result<Option<std::time::Duration>, D::Error> {
+            super::within(de, super::MIN_ERROR_BACKOFF, "an error backoff")
         }
+    }
+
+    /// `requeue.after`, `external[].interval`.
+    pub mod interval {
+        pub use super::serialize;
+
+        pub fn deserialize<'de, D: serde::Deserializer<'de>>(
+            de: D,
+        ) -> Result<Option<std::time::Duration>, D::Error> {
+            super::within(de, super::MIN_INTERVAL, "a requeue or poll interval")
+        }
+    }
+
+    /// `debounce`: zero means none.
+    pub mod debounce {
+        pub use super::serialize;
+
+        pub fn deserialize<'de, D: serde::Deserializer<'de>>(
+            de: D,
+        ) -> Result<Option<std::time::Duration>, D::Error> {
+            super::within(de, std::time::Duration::ZERO, "a debounce")
+        }
+    }
+
+    fn within<'de, D: Deserializer<'de>>(
+        de: D,
+        min: Duration,
+        what: &str,
+    ) -> Result<Option<Duration>, D::Error> {
+        let Some(text) = Option::<String>::deserialize(de)? else {
+            return Ok(None);
+        };
+        let value = humantime::parse_duration(&text).map_err(|e| {
+            serde::de::Error::custom(format!(
+                "invalid duration {text:?} ({e}); write it like 30s, 5m or 1h"
+            ))
+        })?;
+        if value < min || value > MAX_DURATION {
+            let format = |d: Duration| humantime::format_duration(d).to_string();
+            return Err(serde::de::Error::custom(format!(
+                "{text:?} is out of bounds: {what} must be between {} and {}",
+                format(min),
+                format(MAX_DURATION)
+            )));
+        }
+        Ok(Some(value))
     }
 
     pub fn serialize<S: Serializer>(value: &Option<Duration>, ser: S) -> Result<S::Ok, S::Error> {
@@ -290,6 +508,13 @@ predicates: [generation]
 
     #[test]
     fn an_empty_manifest_means_no_relations() {
+        for empty in ["\n", "---\n", "# nothing yet\n"] {
+            assert_eq!(
+                Manifest::parse("operator.yaml", empty).unwrap(),
+                Manifest::default(),
+                "{empty:?}"
+            );
+        }
         let manifest = Manifest::parse("operator.yaml", "\n").unwrap();
         assert!(
             manifest.owns.is_empty() && manifest.watches.is_empty() && manifest.external.is_empty()
@@ -318,5 +543,219 @@ predicates: [generation]
             text.contains("op.yaml:1:") && text.contains("30s"),
             "{text}"
         );
+    }
+
+    fn error(text: &str) -> String {
+        Manifest::parse("op.yaml", text).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn durations_outside_their_bounds_are_refused_naming_the_field_and_bounds() {
+        let cases = [
+            (
+                "requeue: { errorBackoffMax: 100000000d }",
+                "requeue.errorBackoffMax",
+                "1ms",
+            ),
+            (
+                "requeue: { errorBackoff: 0s }",
+                "requeue.errorBackoff",
+                "1ms",
+            ),
+            ("requeue: { after: 8days }", "requeue.after", "1s"),
+            ("requeue: { after: 500ms }", "requeue.after", "1s"),
+            (
+                "external: [{ name: r, interval: 10ms }]",
+                "external[0].interval",
+                "1s",
+            ),
+            (
+                "external: [{ name: r }, { name: s, interval: 99999h }]",
+                "external[1].interval",
+                "1s",
+            ),
+            ("debounce: 30days", "debounce", "0s"),
+        ];
+        for (text, field, min) in cases {
+            let err = error(text);
+            assert!(
+                err.starts_with("op.yaml:1:")
+                    && err.contains(&format!("field `{field}`"))
+                    && err.contains(&format!("between {min} and 7days")),
+                "{text}: {err}"
+            );
+        }
+    }
+
+    #[test]
+    fn durations_at_their_bounds_are_accepted() {
+        let manifest = Manifest::parse(
+            "op.yaml",
+            "requeue: { after: 1s, errorBackoff: 1ms, errorBackoffMax: 7days }\n\
+             external: [{ name: r, interval: 7days }]\ndebounce: 0s\n",
+        )
+        .unwrap();
+        assert_eq!(manifest.requeue.after, Some(Duration::from_secs(1)));
+        assert_eq!(
+            manifest.requeue.error_backoff,
+            Some(Duration::from_millis(1))
+        );
+        assert_eq!(
+            manifest.requeue.error_backoff_max,
+            Some(limits::MAX_DURATION)
+        );
+        assert_eq!(manifest.external[0].interval, Some(limits::MAX_DURATION));
+        assert_eq!(manifest.debounce, Some(Duration::ZERO));
+    }
+
+    #[test]
+    fn dependencies_are_a_version_or_a_detailed_mapping() {
+        let manifest = Manifest::parse(
+            "op.yaml",
+            "dependencies:\n  a: '1'\n  b: { version: '2', features: [x], default-features: false }\n\
+             devDependencies: { c: { version: '3' } }\n",
+        )
+        .unwrap();
+        assert_eq!(
+            manifest.dependencies["a"],
+            DependencySpec::Version("1".into())
+        );
+        assert_eq!(
+            manifest.dependencies["b"],
+            DependencySpec::Detailed {
+                version: "2".into(),
+                features: vec!["x".into()],
+                default_features: Some(false),
+            }
+        );
+        assert_eq!(
+            manifest.dev_dependencies["c"],
+            DependencySpec::Detailed {
+                version: "3".into(),
+                features: Vec::new(),
+                default_features: None,
+            }
+        );
+    }
+
+    #[test]
+    fn unknown_dependency_keys_are_refused_naming_the_supported_ones() {
+        let cases = [
+            (
+                "dependencies:\n  foo: { version: '1', git: x }\n",
+                "dependencies.foo.git",
+                "op.yaml:2:",
+            ),
+            (
+                "dependencies:\n  foo: { path: ../foo }\n",
+                "dependencies.foo.path",
+                "op.yaml:2:",
+            ),
+            (
+                "devDependencies: { bar: { version: '1', featurs: [a] } }",
+                "devDependencies.bar.featurs",
+                "op.yaml:1:",
+            ),
+        ];
+        for (text, field, at) in cases {
+            let err = error(text);
+            assert!(
+                err.starts_with(at)
+                    && err.contains(&format!("field `{field}`"))
+                    && err.contains("version, features and default-features"),
+                "{text}: {err}"
+            );
+        }
+        let err = error("dependencies: { foo: { features: [a] } }");
+        assert!(
+            err.contains("field `dependencies.foo`") && err.contains("needs a `version`"),
+            "{err}"
+        );
+        let err = error("dependencies: { foo: 1 }");
+        assert!(
+            err.contains("field `dependencies.foo`") && err.contains("in quotes"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_sample_must_be_a_mapping() {
+        let manifest = Manifest::parse("op.yaml", "sample: { spec: { url: x } }").unwrap();
+        assert_eq!(
+            manifest.sample,
+            Some(serde_json::json!({"spec": {"url": "x"}}))
+        );
+        assert_eq!(
+            Manifest::parse("op.yaml", "sample: ~").unwrap().sample,
+            None
+        );
+        for (text, found) in [("sample: [a]", "a list"), ("sample: text", "a string")] {
+            let err = error(text);
+            assert!(
+                err.starts_with("op.yaml:1:")
+                    && err.contains("field `sample`")
+                    && err.contains("must be a mapping")
+                    && err.contains(found),
+                "{err}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_manifest_over_the_size_cap_is_refused_without_reading_it_all() {
+        let dir = tempfile::tempdir().unwrap();
+        let big = dir.path().join("operator.yaml");
+        std::fs::write(&big, "#".repeat(MAX_MANIFEST_BYTES as usize + 1)).unwrap();
+        let mut inputs = vec![big];
+        // An endless file: only a capped read returns.
+        if Path::new("/dev/zero").exists() {
+            inputs.push("/dev/zero".into());
+        }
+        for path in inputs {
+            let err = Manifest::load(&path).unwrap_err();
+            assert!(matches!(err, Error::Limit { .. }), "{err:?}");
+            let text = err.to_string();
+            assert!(
+                text.contains(&path.display().to_string()) && text.contains("1 MiB limit"),
+                "{text}"
+            );
+        }
+    }
+
+    #[test]
+    fn yaml_caps_apply_to_manifests() {
+        let depth = limits::MAX_YAML_DEPTH;
+        let deep = format!("sample: {}{}", "{a: ".repeat(depth), "}".repeat(depth));
+        let err = Manifest::parse("op.yaml", &deep).unwrap_err();
+        assert!(matches!(err, Error::Limit { .. }), "{err:?}");
+        let text = err.to_string();
+        assert!(
+            text.starts_with("op.yaml: ") && text.contains("depth cap"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn a_manifest_round_trips_through_its_serde_derives() {
+        let manifest = Manifest::parse(
+            "op.yaml",
+            r#"
+primary: { crd: crd.yaml }
+watches: [{ kind: Secret, map: { annotation: example.com/owner } }]
+external: [{ name: registry, interval: 5m }]
+requeue: { after: 1h, errorBackoff: 10ms }
+dependencies: { a: '1', b: { version: '2', features: [x] } }
+sample: { spec: { url: x } }
+"#,
+        )
+        .unwrap();
+        let yaml = serde_saphyr::to_string(&manifest).unwrap();
+        assert_eq!(
+            Manifest::parse("round.yaml", &yaml).unwrap(),
+            manifest,
+            "{yaml}"
+        );
+        let json = serde_json::to_value(&manifest).unwrap();
+        assert_eq!(serde_json::from_value::<Manifest>(json).unwrap(), manifest);
     }
 }

@@ -78,6 +78,7 @@ pub fn generate_fixture(name: &str) -> operator_gen::Result<Generated> {
         crd: None,
         selection: Selection::default(),
         flags: Default::default(),
+        allow_http: false,
     };
     operator_gen::generate(&request)
 }
@@ -261,7 +262,7 @@ pub fn hostile_cases() -> Vec<(&'static str, Vec<u8>, Expect)> {
         ),
         ("file-of-50-mb", huge, Expect::Error("limit")),
         ("invalid-utf8", b"apiVersion: \xff\xfe\n".to_vec(), Expect::Error("UTF-8")),
-        ("schema-nested-200-deep", crd_with("Deep", &deep).into_bytes(), Expect::Error("recursion limit")),
+        ("schema-nested-200-deep", crd_with("Deep", &deep).into_bytes(), Expect::Error("depth cap")),
         ("keyword-and-colliding-properties", crd_with("Keywords", &keywords).into_bytes(), Expect::Code),
         ("kind-option", crd_with("Option", &spec("                some: { type: string }\n")).into_bytes(), Expect::Code),
         ("kind-result", crd_with("Result", &spec("                ok: { type: string }\n")).into_bytes(), Expect::Code),
@@ -302,6 +303,7 @@ pub fn generate_hostile(name: &str, bytes: &[u8], dir: &Path) -> operator_gen::R
             crd: true,
             ..Default::default()
         },
+        allow_http: false,
     };
     operator_gen::generate(&request)
 }

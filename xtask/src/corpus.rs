@@ -224,6 +224,7 @@ fn generate_one(file: &Path, crate_name: &str) -> Result<operator_gen::Plan, Str
             crd: true,
             ..Default::default()
         },
+        allow_http: false,
     };
     operator_gen::generate(&request)
         .map(|generated| generated.plan)

@@ -31,6 +31,10 @@ pub struct GenArgs {
     /// Overwrite generated files even when they were edited by hand.
     #[arg(long, conflicts_with = "check")]
     pub force: bool,
+    /// Accept plain http:// CRD URLs (from --crd or the manifest) and redirects to http.
+    /// Refused by default: a CRD fetched without TLS can be altered on the way.
+    #[arg(long)]
+    pub allow_http: bool,
 }
 
 pub fn run(args: GenArgs) -> anyhow::Result<ExitCode> {
@@ -41,6 +45,7 @@ pub fn run(args: GenArgs) -> anyhow::Result<ExitCode> {
         version: args.version,
         manifest: args.manifest,
         out: args.out,
+        allow_http: args.allow_http,
     };
     let check = args.check || args.diff;
     let mode = if check {

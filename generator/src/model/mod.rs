@@ -49,6 +49,8 @@ pub struct CommandFlags {
     pub version: bool,
     /// `--manifest` was given, rather than the crate's own `operator.yaml`.
     pub manifest: bool,
+    /// `--allow-http` was given: a CRD comes from a plain-http URL.
+    pub allow_http: bool,
 }
 
 /// Which shape of operator is generated; see `the-object.txt` in the kube-rs docs.
@@ -330,6 +332,9 @@ fn provenance(flags: CommandFlags, primary: &Primary) -> Provenance {
     }
     if flags.manifest {
         command.push_str(" --manifest <operator.yaml>");
+    }
+    if flags.allow_http {
+        command.push_str(" --allow-http");
     }
     command.push_str(" --out <this crate>");
     Provenance {

@@ -258,6 +258,7 @@ fn headers_name_flags_but_no_paths() {
         kind: true,
         version: false,
         manifest: true,
+        allow_http: false,
     };
     let crd = CRD.replace(
         "schema: { openAPIV3Schema: { type: object } }",
