@@ -147,6 +147,10 @@ fn collect(
             let crd = serde_path_to_error::deserialize(Value::Object(map)).map_err(|e| {
                 not_a_crd(format!("invalid CustomResourceDefinition at `{}`: {}", e.path(), e.inner()))
             })?;
+            // Every CRD in the input is checked, not only the one selected: a CRD whose names
+            // the API server would refuse is a wrong file, and selecting among invalid names
+            // would give errors about the selection rather than the names.
+            check_names(&format!("{origin}: {at}"), &crd)?;
             out.push(crd);
             Ok(())
         }
@@ -160,7 +164,8 @@ fn collect(
                 .to_owned(),
         )),
         (api_version, kind) => Err(not_a_crd(format!(
-            "is a {kind} ({api_version}), not a CustomResourceDefinition; point --crd at the CRD file"
+            "has `kind` {kind:?} and `apiVersion` {api_version:?}, not a CustomResourceDefinition \
+             (apiextensions.k8s.io/v1); point --crd at the CRD file"
         ))),
     }
 }
@@ -357,18 +362,17 @@ pub fn select(
             (index, true)
         }
     };
-    let version = &crd.spec.versions[version_index];
-    if version
-        .schema
-        .as_ref()
-        .and_then(|s| s.open_api_v3_schema.as_ref())
-        .is_none()
-    {
+    // Types are generated for every served version, so each needs a schema.
+    let versions = crd.spec.versions.iter().enumerate();
+    let unstructured = versions
+        .filter(|(i, v)| *i == version_index || v.served)
+        .find(|(_, v)| v.schema.as_ref().and_then(|s| s.open_api_v3_schema.as_ref()).is_none());
+    if let Some((index, version)) = unstructured {
         return Err(Error::NoSchema {
             origin: origin.to_owned(),
             crd: crd_name,
             version: version.name.clone(),
-            index: version_index,
+            index,
         });
     }
     Ok(SelectedCrd {
@@ -405,6 +409,14 @@ spec:
     fn other(kind: &str) -> String {
         CRD.replace("Widget", kind)
             .replace("widget", &kind.to_lowercase())
+    }
+
+    /// The refusal of `text`, whether parsing or selecting refuses it.
+    fn error_of(origin: &str, text: &str) -> String {
+        parse_all(origin, text.as_bytes())
+            .and_then(|crds| select(origin, crds, &Selection::default()))
+            .expect_err("the CRD is refused")
+            .to_string()
     }
 
     #[test]
@@ -481,7 +493,7 @@ spec:
         let cases = [
             ("", "empty"),
             ("a: [b", "not YAML"),
-            ("apiVersion: apps/v1\nkind: Deployment\n", "is a Deployment"),
+            ("apiVersion: apps/v1\nkind: Deployment\n", "`kind` \"Deployment\""),
             ("just text", "plain string"),
             (
                 &CRD.replace("apiextensions.k8s.io/v1", "apiextensions.k8s.io/v1beta1"),
@@ -524,10 +536,7 @@ spec:
             ),
         ];
         for (crd, path) in cases {
-            let crds = parse_all("h.yaml", crd.as_bytes()).unwrap();
-            let err = select("h.yaml", crds, &Selection::default())
-                .unwrap_err()
-                .to_string();
+            let err = error_of("h.yaml", &crd);
             assert!(
                 err.contains(path) && err.contains("API server would reject"),
                 "{err}"
@@ -543,10 +552,7 @@ spec:
         );
         let missing = CRD.replace("metadata: { name: widgets.example.com }", "metadata: {}");
         for (crd, shown) in [(wrong, "widgets.example.com\\\")]"), (missing, "missing")] {
-            let crds = parse_all("n.yaml", crd.as_bytes()).unwrap();
-            let err = select("n.yaml", crds, &Selection::default())
-                .unwrap_err()
-                .to_string();
+            let err = error_of("n.yaml", &crd);
             assert!(
                 err.contains("n.yaml")
                     && err.contains("metadata.name")
@@ -561,10 +567,7 @@ spec:
     #[test]
     fn a_version_name_used_twice_is_refused() {
         let twice = CRD.replace("- name: v1alpha1", "- name: v1");
-        let crds = parse_all("d.yaml", twice.as_bytes()).unwrap();
-        let err = select("d.yaml", crds, &Selection::default())
-            .unwrap_err()
-            .to_string();
+        let err = error_of("d.yaml", &twice);
         assert!(
             err.contains("spec.versions[1].name") && err.contains("spec.versions[0]"),
             "{err}"
@@ -614,12 +617,9 @@ spec:
             "      storage: true\n      schema: { openAPIV3Schema: { type: object } }\n",
             "      storage: true\n",
         );
-        let crds = parse_all("s.yaml", no_schema.as_bytes()).unwrap();
-        let err = select("s.yaml", crds, &Selection::default())
-            .unwrap_err()
-            .to_string();
+        let err = error_of("s.yaml", &no_schema);
         assert!(
-            err.contains("spec.versions[1].schema.openAPIV3Schema"),
+            err.contains("spec.versions[0].schema.openAPIV3Schema"),
             "{err}"
         );
     }

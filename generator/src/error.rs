@@ -1,6 +1,13 @@
 //! The one error type of the generator, with the context a person needs to act on it.
 
-use std::path::PathBuf;
+use std::{fmt::Display, path::PathBuf};
+
+/// `value` as one line of printable text: input reaches messages (a path, a field name, a
+/// parser's complaint quoting the input), and a message must not be able to rewrite the
+/// terminal it is printed on or pass for more than one line.
+fn shown(value: &dyn Display) -> String {
+    crate::text::Text::new(value.to_string()).comment()
+}
 
 /// Everything that can stop a generation run.
 ///
@@ -9,35 +16,35 @@ use std::path::PathBuf;
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// The CRD source could not be read.
-    #[error("could not read {origin}: {reason}")]
+    #[error("could not read {}: {}", shown(&.origin), shown(&.reason))]
     Read { origin: String, reason: String },
 
     /// An HTTP fetch failed: a status, a timeout, a refused connection or an oversized body.
-    #[error("could not fetch {url}: {reason}")]
+    #[error("could not fetch {}: {}", shown(&.url), shown(&.reason))]
     Fetch { url: String, reason: String },
 
     /// An input went over a cap in [`crate::limits`]: too large, too slow, too deeply nested,
     /// or expanding to too much; `reason` names the cap and its value.
-    #[error("{origin}: {reason}")]
+    #[error("{}: {}", shown(&.origin), shown(&.reason))]
     Limit { origin: String, reason: String },
 
     /// The input is not YAML or JSON at all.
-    #[error("{origin} is not YAML or JSON: {reason}")]
+    #[error("{} is not YAML or JSON: {}", shown(&.origin), shown(&.reason))]
     Syntax { origin: String, reason: String },
 
     /// The input parsed, but holds nothing usable as a CustomResourceDefinition.
-    #[error("{origin}: {reason}")]
+    #[error("{}: {}", shown(&.origin), shown(&.reason))]
     NotACrd { origin: String, reason: String },
 
     /// Several CRDs were found and the selection did not narrow them to one.
-    #[error("{origin} holds {} CustomResourceDefinitions; pick one with --kind or by CRD name: {}", .available.len(), .available.join(", "))]
+    #[error("{} holds {} CustomResourceDefinitions; pick one with --kind or by CRD name: {}", shown(&.origin), shown(&.available.len()), shown(&.available.join(", ")))]
     Ambiguous {
         origin: String,
         available: Vec<String>,
     },
 
     /// `--kind` or a CRD name matched nothing.
-    #[error("{origin} has no CustomResourceDefinition matching {wanted:?}; it holds: {}", .available.join(", "))]
+    #[error("{} has no CustomResourceDefinition matching {:?}; it holds: {}", shown(&.origin), .wanted, shown(&.available.join(", ")))]
     NoSuchCrd {
         origin: String,
         wanted: String,
@@ -45,7 +52,7 @@ pub enum Error {
     },
 
     /// `--version` names a version the CRD does not serve.
-    #[error("{origin}: CRD {crd} does not serve version {wanted:?}; served versions: {}", .served.join(", "))]
+    #[error("{}: CRD {} does not serve version {:?}; served versions: {}", shown(&.origin), shown(&.crd), .wanted, shown(&.served.join(", ")))]
     NoSuchVersion {
         origin: String,
         crd: String,
@@ -54,9 +61,7 @@ pub enum Error {
     },
 
     /// The selected version has no `schema.openAPIV3Schema`.
-    #[error(
-        "{origin}: CRD {crd} version {version} has no schema at spec.versions[{index}].schema.openAPIV3Schema; a structural schema is required to generate types"
-    )]
+    #[error("{}: CRD {} version {} has no schema at spec.versions[{}].schema.openAPIV3Schema; a structural schema is required to generate types", shown(&.origin), shown(&.crd), shown(&.version), shown(&.index))]
     NoSchema {
         origin: String,
         crd: String,
@@ -65,11 +70,11 @@ pub enum Error {
     },
 
     /// The operator manifest is malformed; `location` is `file:line:column` where known.
-    #[error("{location}: {reason}")]
+    #[error("{}: {}", shown(&.location), shown(&.reason))]
     Manifest { location: String, reason: String },
 
     /// kopium could not turn the schema into Rust.
-    #[error("{origin}: kopium could not generate types for {crd} {version}: {reason}")]
+    #[error("{}: kopium could not generate types for {} {}: {}", shown(&.origin), shown(&.crd), shown(&.version), shown(&.reason))]
     Kopium {
         origin: String,
         crd: String,
@@ -78,28 +83,39 @@ pub enum Error {
     },
 
     /// Generated Rust did not parse. This is a generator bug, caught before it reaches a user's build.
-    #[error(
-        "generated {file} is not valid Rust ({reason}); this is a bug in operator-gen, please report it with the CRD that triggered it"
-    )]
+    #[error("generated {} is not valid Rust ({}); this is a bug in operator-gen, please report it with the CRD that triggered it", shown(&.file), shown(&.reason))]
     InvalidRust { file: String, reason: String },
 
     /// A template failed to render. Also a generator bug.
-    #[error("rendering template {template}: {reason}")]
+    #[error("rendering template {}: {}", shown(&.template), shown(&.reason))]
     Template { template: String, reason: String },
 
     /// Writing the output failed.
-    #[error("writing {}: {source}", .path.display())]
+    #[error("writing {}: {}", shown(&.path.display()), shown(&.source))]
     Write {
         path: PathBuf,
         source: std::io::Error,
     },
 
     /// `new` was pointed at a folder that already holds files.
-    #[error("{} exists and is not empty; `new` only creates. To regenerate an existing operator run `cargo xtask gen --out {}`", .dir.display(), .dir.display())]
+    #[error("{} exists and is not empty; `new` only creates. To regenerate an existing operator run `cargo xtask gen --out {}`", shown(&.dir.display()), shown(&.dir.display()))]
     Occupied { dir: PathBuf },
 
+    /// `--out` holds a Cargo project that operator-gen did not make; writing would overwrite
+    /// its Cargo.toml.
+    #[error("{} holds a Cargo project not made by operator-gen (its Cargo.toml has no operator-gen header); point --out at an empty folder or at a crate operator-gen generated", shown(&.dir.display()))]
+    ForeignCrate { dir: PathBuf },
+
+    /// A write was interrupted (killed) and left its journal; check mode cannot restore it.
+    #[error("an interrupted run left {}; run the same command without --check to restore the folder first", shown(&.journal.display()))]
+    Interrupted { journal: PathBuf },
+
+    /// The journal of an interrupted write cannot be read, so the folder cannot be restored.
+    #[error("{} cannot be read ({}); it records an interrupted run: compare the folder with version control, then delete it", shown(&.path.display()), shown(&.reason))]
+    Journal { path: PathBuf, reason: String },
+
     /// A generated file was edited by hand, so rewriting it would lose that edit.
-    #[error("{} was edited by hand since it was generated; move the change into a user-owned file (src/reconcile.rs) or rerun with --force to overwrite it", .path.display())]
+    #[error("{} was edited by hand since it was generated; move the change into a user-owned file (src/reconcile.rs) or rerun with --force to overwrite it", shown(&.path.display()))]
     HandEdited { path: PathBuf },
 }
 

@@ -251,7 +251,7 @@ pub fn hostile_cases() -> Vec<(&'static str, Vec<u8>, Expect)> {
     vec![
         ("empty-file", Vec::new(), Expect::Error("empty")),
         ("not-yaml", b"{ this: [is not yaml".to_vec(), Expect::Error("not YAML")),
-        ("not-a-crd", b"apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: x}\n".to_vec(), Expect::Error("is a Deployment")),
+        ("not-a-crd", b"apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: x}\n".to_vec(), Expect::Error("`kind` \"Deployment\"")),
         ("crd-without-schema", no_schema.into_bytes(), Expect::Error("openAPIV3Schema")),
         (
             "v1beta1-crd",

@@ -487,11 +487,12 @@ fn judge(
                         .zip(&attacked_shape)
                         .position(|(x, y)| x != y)
                         .unwrap_or(twin_shape.len().min(attacked_shape.len()));
+                    let around = |shape: &[String]| shape[first.saturating_sub(12)..(first + 4).min(shape.len())].join(" ");
                     return Some(format!(
-                        "{place}: {} differs in shape from the twin's, near {:?} vs {:?}",
+                        "{place}: {} differs in shape from the twin's with {payload:?}: `{}` vs `{}`",
                         b.path.display(),
-                        twin_shape.get(first),
-                        attacked_shape.get(first)
+                        around(&twin_shape),
+                        around(&attacked_shape)
                     ));
                 }
             }

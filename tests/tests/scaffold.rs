@@ -250,6 +250,6 @@ fn new_with_a_bad_crd_leaves_nothing_behind() {
         },
     };
     let err = create(&new).expect_err("not a CRD").to_string();
-    assert!(err.contains("is a ConfigMap"), "{err}");
+    assert!(err.contains("\"ConfigMap\""), "{err}");
     assert!(!dir.exists(), "no half-made crate is left");
 }

@@ -1,0 +1,401 @@
+//! The writer's guarantees, on real folders and on a disk that fails where a test says.
+
+use std::{cell::Cell, collections::BTreeMap, io, os::unix::fs::PermissionsExt, path::Path};
+
+use super::{
+    disk::{Disk, RealDisk},
+    transaction::JOURNAL,
+    *,
+};
+
+fn generated(path: &str, body: &str) -> PlannedFile {
+    let contents = format!("// {GENERATED_MARK}\n{}\n{body}", checksum_line("//", body));
+    PlannedFile {
+        path: path.into(),
+        contents,
+        ownership: Ownership::Generated,
+    }
+}
+
+fn scaffold(path: &str, body: &str) -> PlannedFile {
+    PlannedFile {
+        path: path.into(),
+        contents: body.into(),
+        ownership: Ownership::Scaffold,
+    }
+}
+
+fn write(plan: &Plan, root: &Path) -> Result<Report> {
+    plan.apply(root, Mode::Write { force: false })
+}
+
+/// Every file and folder under `root`, with each file's bytes and mode: what "byte for byte
+/// as it was" compares.
+fn snapshot(root: &Path) -> BTreeMap<String, (Option<Vec<u8>>, u32)> {
+    let mut out = BTreeMap::new();
+    if !root.exists() {
+        return out;
+    }
+    let mut stack = vec![root.to_owned()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            let meta = std::fs::metadata(&path).unwrap();
+            let name = path.strip_prefix(root).unwrap().display().to_string();
+            let mode = meta.permissions().mode() & 0o7777;
+            if meta.is_dir() {
+                out.insert(name + "/", (None, mode));
+                stack.push(path);
+            } else {
+                out.insert(name, (Some(std::fs::read(&path).unwrap()), mode));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn first_run_creates_second_run_changes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let plan = Plan::new(vec![
+        generated("src/a.rs", "fn a() {}\n"),
+        scaffold("src/user.rs", "// yours\n"),
+    ])
+    .unwrap();
+    let first = write(&plan, dir.path()).unwrap();
+    assert_eq!(first.changed().len(), 2);
+    let mtime = std::fs::metadata(dir.path().join("src/a.rs"))
+        .unwrap()
+        .modified()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    let second = write(&plan, dir.path()).unwrap();
+    assert!(second.changed().is_empty(), "{second}");
+    assert_eq!(
+        second.to_string(),
+        "0 created, 0 updated, 1 unchanged, 1 kept as the user's"
+    );
+    let again = std::fs::metadata(dir.path().join("src/a.rs")).unwrap();
+    assert_eq!(again.modified().unwrap(), mtime);
+}
+
+#[test]
+fn user_files_are_never_overwritten() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("src")).unwrap();
+    std::fs::write(dir.path().join("src/user.rs"), "my code").unwrap();
+    let plan = Plan::new(vec![scaffold("src/user.rs", "template")]).unwrap();
+    plan.apply(dir.path(), Mode::Write { force: true }).unwrap();
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("src/user.rs")).unwrap(),
+        "my code"
+    );
+}
+
+#[test]
+fn check_mode_reports_without_writing() {
+    let dir = tempfile::tempdir().unwrap();
+    let plan = Plan::new(vec![generated("a.rs", "x\n")]).unwrap();
+    let report = plan.apply(dir.path(), Mode::Check).unwrap();
+    assert_eq!(report.changed(), vec![Path::new("a.rs")]);
+    assert!(!dir.path().join("a.rs").exists());
+}
+
+#[test]
+fn hand_edits_are_refused_before_anything_is_written_and_reported_by_check() {
+    let dir = tempfile::tempdir().unwrap();
+    write(&Plan::new(vec![generated("b.rs", "old\n")]).unwrap(), dir.path()).unwrap();
+    let edited = std::fs::read_to_string(dir.path().join("b.rs")).unwrap() + "// my edit\n";
+    std::fs::write(dir.path().join("b.rs"), &edited).unwrap();
+
+    let plan = Plan::new(vec![generated("a.rs", "new\n"), generated("b.rs", "new\n")]).unwrap();
+    let checked = plan.apply(dir.path(), Mode::Check).unwrap();
+    assert_eq!(checked.hand_edited(), vec![Path::new("b.rs")]);
+    assert!(checked.to_string().ends_with("1 edited by hand"), "{checked}");
+    let err = write(&plan, dir.path()).unwrap_err().to_string();
+    assert!(err.contains("b.rs") && err.contains("--force"), "{err}");
+    assert!(
+        !dir.path().join("a.rs").exists(),
+        "nothing is written when the run refuses"
+    );
+    assert_eq!(std::fs::read_to_string(dir.path().join("b.rs")).unwrap(), edited);
+
+    plan.apply(dir.path(), Mode::Write { force: true }).unwrap();
+    assert!(
+        std::fs::read_to_string(dir.path().join("b.rs"))
+            .unwrap()
+            .ends_with("new\n")
+    );
+}
+
+#[test]
+fn an_outdated_but_untouched_file_is_updated() {
+    let dir = tempfile::tempdir().unwrap();
+    write(&Plan::new(vec![generated("a.rs", "v1\n")]).unwrap(), dir.path()).unwrap();
+    let report = write(&Plan::new(vec![generated("a.rs", "v2\n")]).unwrap(), dir.path()).unwrap();
+    assert_eq!(report.files, vec![(PathBuf::from("a.rs"), Outcome::Updated)]);
+}
+
+#[test]
+fn a_crlf_checkout_is_neither_hand_edited_nor_rewritten() {
+    let dir = tempfile::tempdir().unwrap();
+    let plan = Plan::new(vec![generated("a.rs", "one\ntwo\n")]).unwrap();
+    write(&plan, dir.path()).unwrap();
+    let path = dir.path().join("a.rs");
+    let crlf = std::fs::read_to_string(&path).unwrap().replace('\n', "\r\n");
+    std::fs::write(&path, &crlf).unwrap();
+    let report = write(&plan, dir.path()).unwrap();
+    assert_eq!(report.files[0].1, Outcome::Unchanged, "{report}");
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), crlf, "left as checked out");
+    let newer = Plan::new(vec![generated("a.rs", "one\nthree\n")]).unwrap();
+    let report = write(&newer, dir.path()).unwrap();
+    assert_eq!(report.files[0].1, Outcome::Updated, "pristine, so updated: {report}");
+}
+
+#[test]
+fn a_cargo_project_not_made_here_is_refused_even_with_force() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("Cargo.toml"), "[package]\nname = \"mine\"\n").unwrap();
+    let plan = Plan::new(vec![generated("Cargo.toml", "[package]\n")]).unwrap();
+    for mode in [Mode::Check, Mode::Write { force: false }, Mode::Write { force: true }] {
+        let err = plan.apply(dir.path(), mode).unwrap_err();
+        assert!(matches!(err, Error::ForeignCrate { .. }), "{err:?}");
+        let message = err.to_string();
+        assert!(message.contains("not made by operator-gen") && !message.contains("--force"), "{message}");
+    }
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("Cargo.toml")).unwrap(),
+        "[package]\nname = \"mine\"\n"
+    );
+}
+
+#[test]
+fn new_files_take_the_umask_and_updated_files_keep_their_mode() {
+    let dir = tempfile::tempdir().unwrap();
+    write(&Plan::new(vec![generated("a.rs", "v1\n")]).unwrap(), dir.path()).unwrap();
+    std::fs::write(dir.path().join("plain"), "x").unwrap();
+    let mode = |name: &str| std::fs::metadata(dir.path().join(name)).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode("a.rs"), mode("plain"), "as any file this process creates");
+    std::fs::set_permissions(dir.path().join("a.rs"), std::fs::Permissions::from_mode(0o600)).unwrap();
+    write(&Plan::new(vec![generated("a.rs", "v2\n")]).unwrap(), dir.path()).unwrap();
+    assert_eq!(mode("a.rs"), 0o600);
+}
+
+#[test]
+fn diff_shows_changed_generated_files_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = Plan::new(vec![
+        generated("a.rs", "one\ntwo\n"),
+        scaffold("u.rs", "mine\n"),
+    ])
+    .unwrap();
+    write(&first, dir.path()).unwrap();
+    assert_eq!(first.diff(dir.path()).unwrap(), "");
+    let second = Plan::new(vec![
+        generated("a.rs", "one\nthree\n"),
+        scaffold("u.rs", "template\n"),
+    ])
+    .unwrap();
+    let diff = second.diff(dir.path()).unwrap();
+    assert!(
+        diff.contains("--- a/a.rs") && diff.contains("-two") && diff.contains("+three"),
+        "{diff}"
+    );
+    assert!(!diff.contains("u.rs"), "{diff}");
+}
+
+#[test]
+fn duplicate_paths_are_refused() {
+    assert!(Plan::new(vec![scaffold("a", "1"), scaffold("a", "2")]).is_err());
+}
+
+/// A disk that fails its `at`-th operation, or from its `at`-th on (`dies`), as a kill would
+/// stop every operation after it.
+struct Faulty {
+    at: usize,
+    dies: bool,
+    done: Cell<usize>,
+}
+
+impl Faulty {
+    fn new(at: usize, dies: bool) -> Self {
+        Self {
+            at,
+            dies,
+            done: Cell::new(0),
+        }
+    }
+
+    fn step(&self) -> io::Result<()> {
+        let n = self.done.get();
+        self.done.set(n + 1);
+        if n == self.at || (self.dies && n > self.at) {
+            return Err(io::Error::other(format!("injected failure at operation {n}")));
+        }
+        Ok(())
+    }
+}
+
+impl Disk for Faulty {
+    fn read(&self, path: &Path) -> io::Result<Option<Vec<u8>>> {
+        self.step()?;
+        RealDisk.read(path)
+    }
+    fn exists(&self, path: &Path) -> bool {
+        RealDisk.exists(path)
+    }
+    fn create_dir(&self, path: &Path) -> io::Result<()> {
+        self.step()?;
+        RealDisk.create_dir(path)
+    }
+    fn write_new(&self, path: &Path, contents: &[u8], like: Option<&Path>) -> io::Result<()> {
+        self.step()?;
+        RealDisk.write_new(path, contents, like)
+    }
+    fn keep(&self, from: &Path, to: &Path) -> io::Result<()> {
+        self.step()?;
+        RealDisk.keep(from, to)
+    }
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        self.step()?;
+        RealDisk.rename(from, to)
+    }
+    fn remove_file(&self, path: &Path) -> io::Result<()> {
+        self.step()?;
+        RealDisk.remove_file(path)
+    }
+    fn remove_dir(&self, path: &Path) -> io::Result<()> {
+        self.step()?;
+        RealDisk.remove_dir(path)
+    }
+}
+
+/// A folder with a file the next plan updates, one it leaves unchanged and one it does not
+/// know, and the plan: an update, an unchanged file, a new file in a new folder, a new file
+/// in an existing folder.
+fn scene() -> (tempfile::TempDir, Plan) {
+    let dir = tempfile::tempdir().unwrap();
+    let before = Plan::new(vec![generated("src/a.rs", "v1\n"), generated("src/same.rs", "same\n")]).unwrap();
+    write(&before, dir.path()).unwrap();
+    std::fs::set_permissions(dir.path().join("src/a.rs"), std::fs::Permissions::from_mode(0o640)).unwrap();
+    std::fs::write(dir.path().join("notes.txt"), "not ours").unwrap();
+    let plan = Plan::new(vec![
+        generated("src/a.rs", "v2\n"),
+        generated("src/same.rs", "same\n"),
+        generated("src/bin/tool.rs", "fn main() {}\n"),
+        generated("src/b.rs", "new\n"),
+    ])
+    .unwrap();
+    (dir, plan)
+}
+
+/// How many disk operations an undisturbed write of `plan` makes.
+fn operations(plan: &Plan) -> usize {
+    let (dir, _) = scene();
+    let disk = Faulty::new(usize::MAX, false);
+    plan.apply_with(&disk, dir.path(), Mode::Write { force: false }).unwrap();
+    disk.done.get()
+}
+
+/// The folder after an undisturbed write of `plan` over the scene.
+fn written_scene(plan: &Plan) -> BTreeMap<String, (Option<Vec<u8>>, u32)> {
+    let (undisturbed, _) = scene();
+    write(plan, undisturbed.path()).unwrap();
+    snapshot(undisturbed.path())
+}
+
+#[test]
+fn a_write_failing_at_any_operation_leaves_the_folder_as_it_was() {
+    let (_, plan) = scene();
+    let total = operations(&plan);
+    assert!(total > 10, "the write makes {total} operations");
+    let expected = written_scene(&plan);
+    let mut failed = 0;
+    for at in 0..total {
+        let (dir, plan) = scene();
+        let before = snapshot(dir.path());
+        let result = plan.apply_with(&Faulty::new(at, false), dir.path(), Mode::Write { force: false });
+        if result.is_err() {
+            failed += 1;
+            assert_eq!(snapshot(dir.path()), before, "failing operation {at} of {total} changed the folder");
+        } else {
+            // Only clearing leftovers after every file was in place failed: the write stands,
+            // and the next run clears them.
+            write(&plan, dir.path()).unwrap();
+            assert_eq!(snapshot(dir.path()), expected, "operation {at} of {total}");
+        }
+    }
+    assert!(failed > total / 2, "{failed} of {total} failures were reported");
+}
+
+#[test]
+fn a_write_killed_at_any_operation_is_restored_by_the_next_run() {
+    let (_, plan) = scene();
+    let total = operations(&plan);
+    let expected = written_scene(&plan);
+    for at in 0..total {
+        let (dir, plan) = scene();
+        let before = snapshot(dir.path());
+        let killed = plan.apply_with(&Faulty::new(at, true), dir.path(), Mode::Write { force: false });
+        let pending = dir.path().join(JOURNAL).exists();
+        if pending && killed.is_err() {
+            let check = plan.apply(dir.path(), Mode::Check).unwrap_err();
+            assert!(matches!(check, Error::Interrupted { .. }), "{check:?}");
+            transaction::recover(&RealDisk, dir.path()).unwrap();
+            assert_eq!(snapshot(dir.path()), before, "killed at {at} of {total}: not restored");
+        }
+        write(&plan, dir.path()).unwrap();
+        assert_eq!(snapshot(dir.path()), expected, "killed at {at} of {total}, then rerun");
+    }
+}
+
+#[test]
+fn a_write_into_a_new_folder_that_fails_leaves_no_folder() {
+    let parent = tempfile::tempdir().unwrap();
+    let root = parent.path().join("new-crate");
+    let plan = Plan::new(vec![generated("src/a.rs", "a\n"), generated("Cargo.toml", "b\n")]).unwrap();
+    let disk = Faulty::new(usize::MAX, false);
+    plan.apply_with(&disk, &root, Mode::Write { force: false }).unwrap();
+    let total = disk.done.get();
+    std::fs::remove_dir_all(&root).unwrap();
+    for at in 0..total {
+        let result = plan.apply_with(&Faulty::new(at, false), &root, Mode::Write { force: false });
+        if result.is_err() {
+            assert!(!root.exists(), "failing operation {at} left {}", root.display());
+        } else {
+            assert!(root.join("src/a.rs").exists() && root.join("Cargo.toml").exists());
+            std::fs::remove_dir_all(&root).unwrap();
+        }
+    }
+}
+
+#[test]
+fn a_read_only_folder_fails_before_changing_anything() {
+    let (dir, plan) = scene();
+    let src = dir.path().join("src");
+    std::fs::set_permissions(&src, std::fs::Permissions::from_mode(0o555)).unwrap();
+    let before = snapshot(dir.path());
+    let result = write(&plan, dir.path());
+    std::fs::set_permissions(&src, std::fs::Permissions::from_mode(0o755)).unwrap();
+    if nix_is_root() {
+        // Root ignores directory permissions; the fault-injection tests cover this case.
+        return;
+    }
+    assert!(result.is_err());
+    let mut after = snapshot(dir.path());
+    after.insert("src/".to_owned(), before["src/"].clone());
+    assert_eq!(after, before);
+}
+
+/// Whether this process runs as root, which writes into read-only folders regardless.
+fn nix_is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|status| {
+            status
+                .lines()
+                .find(|l| l.starts_with("Uid:"))
+                .map(|l| l.split_whitespace().nth(1) == Some("0"))
+        })
+        .unwrap_or(false)
+}
