@@ -366,7 +366,12 @@ pub fn select(
     let versions = crd.spec.versions.iter().enumerate();
     let unstructured = versions
         .filter(|(i, v)| *i == version_index || v.served)
-        .find(|(_, v)| v.schema.as_ref().and_then(|s| s.open_api_v3_schema.as_ref()).is_none());
+        .find(|(_, v)| {
+            v.schema
+                .as_ref()
+                .and_then(|s| s.open_api_v3_schema.as_ref())
+                .is_none()
+        });
     if let Some((index, version)) = unstructured {
         return Err(Error::NoSchema {
             origin: origin.to_owned(),
@@ -493,7 +498,10 @@ spec:
         let cases = [
             ("", "empty"),
             ("a: [b", "not YAML"),
-            ("apiVersion: apps/v1\nkind: Deployment\n", "`kind` \"Deployment\""),
+            (
+                "apiVersion: apps/v1\nkind: Deployment\n",
+                "`kind` \"Deployment\"",
+            ),
             ("just text", "plain string"),
             (
                 &CRD.replace("apiextensions.k8s.io/v1", "apiextensions.k8s.io/v1beta1"),

@@ -42,6 +42,9 @@ pub enum CrdSource {
     File(PathBuf),
     /// Standard input, named `-`.
     Stdin,
+    /// Bytes already read (and capped) from the source named `origin`, for a second use
+    /// within one run: stdin cannot be read twice.
+    Read { origin: String, bytes: Vec<u8> },
 }
 
 impl CrdSource {
@@ -73,6 +76,7 @@ impl CrdSource {
                 read_capped(file, &self.to_string(), MAX_CRD_BYTES)
             }
             Self::Stdin => read_capped(std::io::stdin().lock(), "stdin", MAX_CRD_BYTES),
+            Self::Read { bytes, .. } => Ok(bytes.clone()),
         }
     }
 
@@ -90,6 +94,7 @@ impl fmt::Display for CrdSource {
             Self::Url(url) => f.write_str(url),
             Self::File(path) => write!(f, "{}", path.display()),
             Self::Stdin => f.write_str("stdin"),
+            Self::Read { origin, .. } => f.write_str(origin),
         }
     }
 }

@@ -64,6 +64,18 @@ pub fn generate_version(selected: &SelectedCrd, index: usize) -> Result<RustType
         map: MapType::BTreeMap,
         relaxed: false,
     };
+    let properties = count_properties(&schema);
+    if properties > crate::limits::MAX_SCHEMA_PROPERTIES {
+        return Err(Error::Limit {
+            origin: selected.origin.clone(),
+            reason: format!(
+                "CRD {} version {} declares {properties} properties, over the cap of {}; a real CRD has a few thousand, so this one is most likely built to exhaust the generator",
+                selected.name(),
+                version.name,
+                crate::limits::MAX_SCHEMA_PROPERTIES
+            ),
+        });
+    }
     let mut warnings = Vec::new();
     let schema = normalize(schema, &mut warnings);
     let warnings = warnings
@@ -116,6 +128,31 @@ pub fn generate_version(selected: &SelectedCrd, index: usize) -> Result<RustType
 fn normalize(mut schema: JSONSchemaProps, warnings: &mut Vec<String>) -> JSONSchemaProps {
     normalize_in_place(&mut schema, "", warnings);
     schema
+}
+
+/// Every property `schema` declares, in nested objects, items, map values and alternatives.
+fn count_properties(schema: &JSONSchemaProps) -> usize {
+    let properties = schema.properties.iter().flat_map(|p| p.values());
+    let items = match &schema.items {
+        Some(JSONSchemaPropsOrArray::Schema(item)) => vec![item.as_ref()],
+        Some(JSONSchemaPropsOrArray::Schemas(items)) => items.iter().collect(),
+        None => Vec::new(),
+    };
+    let values = match &schema.additional_properties {
+        Some(JSONSchemaPropsOrBool::Schema(value)) => Some(value.as_ref()),
+        _ => None,
+    };
+    let alternatives = [&schema.one_of, &schema.any_of, &schema.all_of]
+        .into_iter()
+        .flatten()
+        .flatten();
+    schema.properties.as_ref().map_or(0, |p| p.len())
+        + properties
+            .chain(items)
+            .chain(values)
+            .chain(alternatives)
+            .map(count_properties)
+            .sum::<usize>()
 }
 
 /// The `type` values of OpenAPI v3 that a structural schema may use, and `date`, which

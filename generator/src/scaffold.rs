@@ -1,12 +1,14 @@
-//! Starting a new operator crate: its `operator.yaml` (and a copy of a local CRD), then a
-//! first generation. After that, the crate is regenerated like any other.
+//! Starting a new operator crate: its `operator.yaml` (and a copy of a local CRD) and a first
+//! generation, written together as one change. After that, the crate is regenerated like
+//! any other.
 
 use std::path::{Path, PathBuf};
 
 use crate::{
-    CrdSource, Generated, Job, Mode, Report, Selection, crd_document,
+    CrdSource, Generated, Manifest, Mode, Report, Request, Selection, crd_document,
     error::{Error, Result},
     manifest::Derived,
+    model::CommandFlags,
     write_plan::{Ownership, Plan, PlannedFile},
 };
 
@@ -35,6 +37,8 @@ pub struct NewOperator {
     /// Crate name; defaults to the folder's name.
     pub name: Option<String>,
     pub primary: NewPrimary,
+    /// `--allow-http`: a plain-http CRD URL is accepted.
+    pub allow_http: bool,
 }
 
 /// Creates the crate. Refuses a folder that exists and is not empty, so it never overwrites.
@@ -50,12 +54,11 @@ pub fn create(new: &NewOperator) -> Result<(Generated, Report)> {
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_else(|| "operator".to_owned())
     });
-    crate::naming::check_crate_name(&name).map_err(|reason| Error::Manifest {
-        location: "--name".to_owned(),
-        reason,
-    })?;
+    crate::naming::check_crate_name(&name).map_err(|reason| flag_error("--name", reason))?;
+    check_flags(&new.primary)?;
 
     let mut files = Vec::new();
+    let mut local_crd = None;
     let primary = match &new.primary {
         NewPrimary::Crd {
             source,
@@ -80,13 +83,17 @@ pub fn create(new: &NewOperator) -> Result<(Generated, Report)> {
                         },
                     )?;
                     let text = String::from_utf8(bytes).map_err(|_| Error::Read {
-                        origin,
+                        origin: origin.clone(),
                         reason: "not UTF-8".to_owned(),
                     })?;
                     files.push(PlannedFile {
                         path: "crd.yaml".into(),
-                        contents: text,
+                        contents: text.clone(),
                         ownership: Ownership::Scaffold,
+                    });
+                    local_crd = Some(CrdSource::Read {
+                        origin,
+                        bytes: text.as_bytes().to_vec(),
                     });
                     "crd.yaml".to_owned()
                 }
@@ -126,7 +133,7 @@ pub fn create(new: &NewOperator) -> Result<(Generated, Report)> {
     };
     let manifest = format!(
         "# The operator's manifest: see \"Manifest reference\" in operator-gen's README.
-# Edit it and run `cargo xtask gen --out {dir}` to regenerate the generated files.
+# Edit it and run `cargo xtask gen --out <this folder>` to regenerate the generated files.
 name: {name}
 primary:
 {primary}
@@ -134,37 +141,90 @@ primary:
 # watches: [{{ kind: Secret, map: {{ label: example.com/owner }} }}]
 # external: [{{ name: registry, source: poll, interval: 1m }}]
 ",
-        dir = new.dir.display(),
         name = yaml_string(&name),
     );
+    let manifest_path = new.dir.join("operator.yaml");
+    let request = Request {
+        manifest: Manifest::parse(&manifest_path.display().to_string(), &manifest)?,
+        manifest_path: Some(manifest_path),
+        // A local CRD is read where it is now; the crate's copy holds the same bytes.
+        crd: local_crd,
+        selection: Selection::default(),
+        // The crate regenerates from its own operator.yaml: `gen --out <this folder>`.
+        flags: CommandFlags::default(),
+        allow_http: new.allow_http,
+    };
     files.push(PlannedFile {
         path: "operator.yaml".into(),
         contents: manifest,
         ownership: Ownership::Scaffold,
     });
-    let inputs = Plan::new(files)?;
-
-    // Generate in memory before writing anything, so bad input leaves no folder behind.
-    let job = Job::new(&new.dir);
-    let staging = tempfile::tempdir().map_err(|source| Error::Write {
-        path: new.dir.clone(),
-        source,
-    })?;
-    inputs.apply(staging.path(), Mode::Write { force: false })?;
-    let staged = Job {
-        manifest: Some(staging.path().join("operator.yaml")),
-        ..job.clone()
-    };
-    let mut request = staged.request()?;
-    // The manifest is the crate's own `operator.yaml`, though it was read from staging.
-    request.flags.manifest = false;
+    // Everything is generated in memory, then written as one change: a bad input or a
+    // failed write leaves no folder behind.
     let generated = crate::generate(&request)?;
-
-    inputs.apply(&new.dir, Mode::Write { force: false })?;
-    let report = generated
-        .plan
-        .apply(&new.dir, Mode::Write { force: false })?;
+    let plan = Plan::new(files)?.merged(generated.plan.clone())?;
+    let report = plan.apply(&new.dir, Mode::Write { force: false })?;
     Ok((generated, report))
+}
+
+/// An error about the value of a command-line flag of `new`.
+fn flag_error(flag: &str, reason: String) -> Error {
+    Error::Manifest {
+        location: flag.to_owned(),
+        reason,
+    }
+}
+
+/// Checks the names given on the command line before they go into a manifest, so an error
+/// names the flag that was given rather than a field of a file not written yet.
+fn check_flags(primary: &NewPrimary) -> Result<()> {
+    use crate::naming::{is_dns_label, is_dns_subdomain, is_kind};
+    let builtin = |flag: &str, kind: &str| match crate::k8s_catalog::find(kind) {
+        Some(_) => Ok(()),
+        None => Err(flag_error(
+            flag,
+            format!(
+                "{kind:?} is not a built-in kind this generator knows; name one such as Deployment or ConfigMap"
+            ),
+        )),
+    };
+    match primary {
+        NewPrimary::Derived(d) => {
+            let checks = [
+                (
+                    "--derive",
+                    &d.kind,
+                    is_kind(&d.kind),
+                    "ASCII letters and digits, starting with a letter",
+                ),
+                (
+                    "--group",
+                    &d.group,
+                    is_dns_subdomain(&d.group) && !d.group.is_empty(),
+                    "a lowercase DNS subdomain such as example.com",
+                ),
+                (
+                    "--api-version",
+                    &d.version,
+                    is_dns_label(&d.version),
+                    "a lowercase DNS label such as v1",
+                ),
+            ];
+            match checks.into_iter().find(|(_, _, ok, _)| !ok) {
+                Some((flag, value, _, rule)) => {
+                    Err(flag_error(flag, format!("{value:?} must be {rule}")))
+                }
+                None => Ok(()),
+            }
+        }
+        NewPrimary::Builtin(kind) => builtin("--kind", kind),
+        NewPrimary::Generic(kinds) if kinds.is_empty() => Err(flag_error(
+            "--kinds",
+            "list at least one built-in kind".to_owned(),
+        )),
+        NewPrimary::Generic(kinds) => kinds.iter().try_for_each(|kind| builtin("--kinds", kind)),
+        NewPrimary::Crd { .. } => Ok(()),
+    }
 }
 
 /// `text` as a YAML scalar, from the YAML serializer.

@@ -88,6 +88,9 @@ pub fn generate_fixture(name: &str) -> operator_gen::Result<Generated> {
 pub enum Expect {
     /// Correct code, which the compile test builds with the fixtures.
     Code,
+    /// Code, from an input as large as the caps allow: it measures the worst accepted cost,
+    /// and is too big to be worth compiling.
+    Accepted,
     /// A clear error whose message contains this text.
     Error(&'static str),
 }
@@ -236,6 +239,21 @@ pub fn hostile_cases() -> Vec<(&'static str, Vec<u8>, Expect)> {
             prev = level - 1
         ));
     }
+    // A tree of objects, each holding two of the level below through aliases: 2^14 leaves,
+    // about 33,000 properties and 160,000 nodes once expanded, under both caps.
+    let mut near_caps = crd_with("Wide", "            spec:\n              type: object\n              properties:\n                b0: &b0 { type: object, properties: { x: { type: string }, y: { type: string } } }\n");
+    for level in 1..14 {
+        near_caps.push_str(&format!(
+            "                b{level}: &b{level} {{ type: object, properties: {{ l: *b{prev}, r: *b{prev} }} }}\n",
+            prev = level - 1
+        ));
+    }
+    // Just under the byte cap: 15 MiB of descriptions on 240 properties.
+    let mut heavy = String::from("            spec:\n              type: object\n              properties:\n");
+    let words = "the quick brown fox jumps over the lazy dog ".repeat(1490);
+    for i in 0..240 {
+        heavy.push_str(&format!("                p{i}: {{ type: string, description: \"{words}\" }}\n"));
+    }
     let breakout_name = crd_with("Widget", &spec("                a: { type: string }\n")).replace(
         "  name: widgets.hostile.example.com",
         "  name: \"widgets`\\n//! ```\\nfn evil() {}\\n\"",
@@ -284,6 +302,8 @@ pub fn hostile_cases() -> Vec<(&'static str, Vec<u8>, Expect)> {
         ("duplicate-version-names", two_versions("v1", "v1").into_bytes(), Expect::Error("spec.versions[1].name")),
         ("crd-name-breaking-out-of-a-comment", breakout_name.into_bytes(), Expect::Error("metadata.name")),
         ("alias-bomb", aliases.into_bytes(), Expect::Error("nodes")),
+        ("aliases-expanding-to-the-most-accepted", near_caps.into_bytes(), Expect::Accepted),
+        ("descriptions-filling-the-byte-cap", crd_with("Heavy", &heavy).into_bytes(), Expect::Accepted),
     ]
 }
 

@@ -350,10 +350,18 @@ fn rust_skeleton(tokens: TokenStream, out: &mut Vec<String>) {
                 let keyword = syn::parse_str::<syn::Ident>(&text).is_err();
                 out.push(if keyword { text } else { "I".to_owned() });
             }
+            // A trailing comma is layout: the printer adds one when it breaks a list.
+            TokenTree::Punct(p) if p.as_char() == '>' && out.last().is_some_and(|t| t == ",") => {
+                out.pop();
+                out.push(">".to_owned());
+            }
             TokenTree::Punct(p) => out.push(p.as_char().to_string()),
             TokenTree::Group(g) => {
                 out.push(format!("{:?}(", g.delimiter()));
                 rust_skeleton(g.stream(), out);
+                if out.last().is_some_and(|t| t == ",") {
+                    out.pop();
+                }
                 out.push(")".to_owned());
             }
         }
@@ -457,10 +465,12 @@ fn judge(
             if message.contains("bug in operator-gen") || message.contains("panicked") {
                 return Some(format!("{place}: refused as a generator bug: {message}"));
             }
+            // The field replaced, or the manifest field whose value no longer fits it.
             let named = leaf
                 .names()
                 .iter()
-                .any(|name| message.contains(name.as_str()));
+                .any(|name| message.contains(name.as_str()))
+                || message.contains("field `");
             (!named).then(|| format!("{place}: refused without naming the field: {message}"))
         }
         (Err(error), Ok(_)) => Some(format!(
@@ -487,7 +497,9 @@ fn judge(
                         .zip(&attacked_shape)
                         .position(|(x, y)| x != y)
                         .unwrap_or(twin_shape.len().min(attacked_shape.len()));
-                    let around = |shape: &[String]| shape[first.saturating_sub(12)..(first + 4).min(shape.len())].join(" ");
+                    let around = |shape: &[String]| {
+                        shape[first.saturating_sub(12)..(first + 4).min(shape.len())].join(" ")
+                    };
                     return Some(format!(
                         "{place}: {} differs in shape from the twin's with {payload:?}: `{}` vs `{}`",
                         b.path.display(),

@@ -29,6 +29,7 @@ fn imported(dir: &Path) -> NewOperator {
             version: None,
             dynamic: false,
         },
+        allow_http: false,
     }
 }
 
@@ -90,6 +91,7 @@ fn every_archetype_builds_and_passes_its_tests_and_survives_a_new_relation() {
             dir: dir.clone(),
             name: Some(format!("{name}-operator")),
             primary,
+            allow_http: false,
         };
         create(&new).unwrap_or_else(|e| panic!("new {name}: {e}"));
         assert!(dir.join("operator.yaml").exists() && dir.join("src/reconcile.rs").exists());
@@ -248,6 +250,7 @@ fn new_with_a_bad_crd_leaves_nothing_behind() {
             version: None,
             dynamic: false,
         },
+        allow_http: false,
     };
     let err = create(&new).expect_err("not a CRD").to_string();
     assert!(err.contains("\"ConfigMap\""), "{err}");

@@ -5,6 +5,8 @@ use std::{path::PathBuf, process::ExitCode, time::Instant};
 use anyhow::Context as _;
 use operator_gen::{Job, Mode, job::DEFAULT_OUT};
 
+use crate::shown;
+
 #[derive(clap::Args, Debug, Clone)]
 pub struct GenArgs {
     /// CRD source: an http(s) URL, a file, or `-` for stdin. Overrides `primary.crd`.
@@ -53,14 +55,13 @@ pub fn run(args: GenArgs) -> anyhow::Result<ExitCode> {
     } else {
         Mode::Write { force: args.force }
     };
+    let (generated, report) = job
+        .run(mode)
+        .with_context(|| format!("generating {}", shown(&job.out.display())))?;
     if args.diff {
-        let generated = operator_gen::generate(&job.request()?)?;
         let diff = generated.plan.diff(&job.out)?;
         let _ = std::io::Write::write_all(&mut std::io::stdout().lock(), diff.as_bytes());
     }
-    let (generated, report) = job
-        .run(mode)
-        .with_context(|| format!("generating {}", job.out.display()))?;
     let operator = &generated.operator;
     let primary = &operator.primary;
     let source = if primary.origin.is_empty() {
@@ -73,26 +74,39 @@ pub fn run(args: GenArgs) -> anyhow::Result<ExitCode> {
         };
         format!(
             "{} ({}, version {}, {note})",
-            primary.origin, primary.crd_name, primary.version
+            shown(&primary.origin),
+            primary.crd_name,
+            primary.version
         )
     };
     let mut out = format!(
         "{} {} from {source} in {} ms: {report}\n",
         if check { "checked" } else { "generated" },
-        job.out.display(),
+        shown(&job.out.display()),
         started.elapsed().as_millis(),
     );
     let verb = if check { "would change" } else { "wrote" };
     for path in report.changed() {
-        out.push_str(&format!("  {verb} {}\n", path.display()));
+        out.push_str(&format!("  {verb} {}\n", shown(&path.display())));
     }
     // A closed pipe (`| head`) is no reason to fail, let alone panic.
     let _ = std::io::Write::write_all(&mut std::io::stdout().lock(), out.as_bytes());
+    for warning in &operator.warnings {
+        eprintln!("warning: {}", shown(warning));
+    }
     if check && !report.changed().is_empty() {
+        let command = shown(&job.command());
+        for path in report.hand_edited() {
+            eprintln!(
+                "{} was edited by hand, so `{command}` will refuse to overwrite it: move the edit \
+                 into src/reconcile.rs (or operator.yaml) and run `{command}`, or run \
+                 `{command} --force` to discard the edit",
+                shown(&path.display())
+            );
+        }
         eprintln!(
-            "{} is out of date: run `{}` and commit the result",
-            job.out.display(),
-            job.command()
+            "{} is out of date: run `{command}` and commit the result",
+            shown(&job.out.display()),
         );
         return Ok(ExitCode::FAILURE);
     }

@@ -42,10 +42,16 @@ fn main() -> std::process::ExitCode {
     match result {
         Ok(code) => code,
         Err(error) => {
-            eprintln!("error: {error:#}");
+            eprintln!("error: {}", shown(&format!("{error:#}")));
             std::process::ExitCode::FAILURE
         }
     }
+}
+
+/// `value` as one printable line, for echoing paths and names a person typed (or a CRD
+/// holds) back to their terminal.
+fn shown(value: &dyn std::fmt::Display) -> String {
+    operator_gen::text::Text::new(value.to_string()).comment()
 }
 
 /// The workspace root: xtask's own folder's parent.

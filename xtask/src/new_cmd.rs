@@ -46,6 +46,9 @@ pub struct NewArgs {
     /// With --generic: the kinds, comma-separated (Deployment,StatefulSet,ConfigMap).
     #[arg(long, value_delimiter = ',')]
     pub kinds: Vec<String>,
+    /// Accept a plain `http://` CRD URL (a CRD fetched without TLS can be altered on the way).
+    #[arg(long)]
+    pub allow_http: bool,
 }
 
 pub fn run(args: NewArgs) -> anyhow::Result<ExitCode> {
@@ -80,6 +83,7 @@ pub fn run(args: NewArgs) -> anyhow::Result<ExitCode> {
         dir: args.dir,
         name: args.name,
         primary,
+        allow_http: args.allow_http,
     };
     let (generated, report) =
         scaffold::create(&new).with_context(|| format!("creating {}", new.dir.display()))?;

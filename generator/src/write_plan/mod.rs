@@ -218,7 +218,9 @@ impl Plan {
                 .files
                 .iter()
                 .zip(&outcomes)
-                .filter(|(_, (_, o))| matches!(o, Outcome::Created | Outcome::Updated | Outcome::HandEdited))
+                .filter(|(_, (_, o))| {
+                    matches!(o, Outcome::Created | Outcome::Updated | Outcome::HandEdited)
+                })
                 .map(|(file, _)| file)
                 .collect();
             transaction::write(disk, root, &changes)?;
@@ -233,7 +235,9 @@ impl Plan {
         let mut out = String::new();
         for file in &self.files {
             let existing = read_existing(&RealDisk, &root.join(&file.path))?;
-            let existing = existing.as_deref().map(|bytes| String::from_utf8_lossy(&lf(bytes)).into_owned());
+            let existing = existing
+                .as_deref()
+                .map(|bytes| String::from_utf8_lossy(&lf(bytes)).into_owned());
             let old = match (&existing, file.ownership) {
                 (Some(_), Ownership::Scaffold) => continue,
                 (Some(text), Ownership::Generated) if *text == file.contents => continue,

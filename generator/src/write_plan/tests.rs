@@ -104,21 +104,31 @@ fn check_mode_reports_without_writing() {
 #[test]
 fn hand_edits_are_refused_before_anything_is_written_and_reported_by_check() {
     let dir = tempfile::tempdir().unwrap();
-    write(&Plan::new(vec![generated("b.rs", "old\n")]).unwrap(), dir.path()).unwrap();
+    write(
+        &Plan::new(vec![generated("b.rs", "old\n")]).unwrap(),
+        dir.path(),
+    )
+    .unwrap();
     let edited = std::fs::read_to_string(dir.path().join("b.rs")).unwrap() + "// my edit\n";
     std::fs::write(dir.path().join("b.rs"), &edited).unwrap();
 
     let plan = Plan::new(vec![generated("a.rs", "new\n"), generated("b.rs", "new\n")]).unwrap();
     let checked = plan.apply(dir.path(), Mode::Check).unwrap();
     assert_eq!(checked.hand_edited(), vec![Path::new("b.rs")]);
-    assert!(checked.to_string().ends_with("1 edited by hand"), "{checked}");
+    assert!(
+        checked.to_string().ends_with("1 edited by hand"),
+        "{checked}"
+    );
     let err = write(&plan, dir.path()).unwrap_err().to_string();
     assert!(err.contains("b.rs") && err.contains("--force"), "{err}");
     assert!(
         !dir.path().join("a.rs").exists(),
         "nothing is written when the run refuses"
     );
-    assert_eq!(std::fs::read_to_string(dir.path().join("b.rs")).unwrap(), edited);
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("b.rs")).unwrap(),
+        edited
+    );
 
     plan.apply(dir.path(), Mode::Write { force: true }).unwrap();
     assert!(
@@ -131,9 +141,20 @@ fn hand_edits_are_refused_before_anything_is_written_and_reported_by_check() {
 #[test]
 fn an_outdated_but_untouched_file_is_updated() {
     let dir = tempfile::tempdir().unwrap();
-    write(&Plan::new(vec![generated("a.rs", "v1\n")]).unwrap(), dir.path()).unwrap();
-    let report = write(&Plan::new(vec![generated("a.rs", "v2\n")]).unwrap(), dir.path()).unwrap();
-    assert_eq!(report.files, vec![(PathBuf::from("a.rs"), Outcome::Updated)]);
+    write(
+        &Plan::new(vec![generated("a.rs", "v1\n")]).unwrap(),
+        dir.path(),
+    )
+    .unwrap();
+    let report = write(
+        &Plan::new(vec![generated("a.rs", "v2\n")]).unwrap(),
+        dir.path(),
+    )
+    .unwrap();
+    assert_eq!(
+        report.files,
+        vec![(PathBuf::from("a.rs"), Outcome::Updated)]
+    );
 }
 
 #[test]
@@ -142,26 +163,47 @@ fn a_crlf_checkout_is_neither_hand_edited_nor_rewritten() {
     let plan = Plan::new(vec![generated("a.rs", "one\ntwo\n")]).unwrap();
     write(&plan, dir.path()).unwrap();
     let path = dir.path().join("a.rs");
-    let crlf = std::fs::read_to_string(&path).unwrap().replace('\n', "\r\n");
+    let crlf = std::fs::read_to_string(&path)
+        .unwrap()
+        .replace('\n', "\r\n");
     std::fs::write(&path, &crlf).unwrap();
     let report = write(&plan, dir.path()).unwrap();
     assert_eq!(report.files[0].1, Outcome::Unchanged, "{report}");
-    assert_eq!(std::fs::read_to_string(&path).unwrap(), crlf, "left as checked out");
+    assert_eq!(
+        std::fs::read_to_string(&path).unwrap(),
+        crlf,
+        "left as checked out"
+    );
     let newer = Plan::new(vec![generated("a.rs", "one\nthree\n")]).unwrap();
     let report = write(&newer, dir.path()).unwrap();
-    assert_eq!(report.files[0].1, Outcome::Updated, "pristine, so updated: {report}");
+    assert_eq!(
+        report.files[0].1,
+        Outcome::Updated,
+        "pristine, so updated: {report}"
+    );
 }
 
 #[test]
 fn a_cargo_project_not_made_here_is_refused_even_with_force() {
     let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("Cargo.toml"), "[package]\nname = \"mine\"\n").unwrap();
+    std::fs::write(
+        dir.path().join("Cargo.toml"),
+        "[package]\nname = \"mine\"\n",
+    )
+    .unwrap();
     let plan = Plan::new(vec![generated("Cargo.toml", "[package]\n")]).unwrap();
-    for mode in [Mode::Check, Mode::Write { force: false }, Mode::Write { force: true }] {
+    for mode in [
+        Mode::Check,
+        Mode::Write { force: false },
+        Mode::Write { force: true },
+    ] {
         let err = plan.apply(dir.path(), mode).unwrap_err();
         assert!(matches!(err, Error::ForeignCrate { .. }), "{err:?}");
         let message = err.to_string();
-        assert!(message.contains("not made by operator-gen") && !message.contains("--force"), "{message}");
+        assert!(
+            message.contains("not made by operator-gen") && !message.contains("--force"),
+            "{message}"
+        );
     }
     assert_eq!(
         std::fs::read_to_string(dir.path().join("Cargo.toml")).unwrap(),
@@ -172,12 +214,34 @@ fn a_cargo_project_not_made_here_is_refused_even_with_force() {
 #[test]
 fn new_files_take_the_umask_and_updated_files_keep_their_mode() {
     let dir = tempfile::tempdir().unwrap();
-    write(&Plan::new(vec![generated("a.rs", "v1\n")]).unwrap(), dir.path()).unwrap();
+    write(
+        &Plan::new(vec![generated("a.rs", "v1\n")]).unwrap(),
+        dir.path(),
+    )
+    .unwrap();
     std::fs::write(dir.path().join("plain"), "x").unwrap();
-    let mode = |name: &str| std::fs::metadata(dir.path().join(name)).unwrap().permissions().mode() & 0o777;
-    assert_eq!(mode("a.rs"), mode("plain"), "as any file this process creates");
-    std::fs::set_permissions(dir.path().join("a.rs"), std::fs::Permissions::from_mode(0o600)).unwrap();
-    write(&Plan::new(vec![generated("a.rs", "v2\n")]).unwrap(), dir.path()).unwrap();
+    let mode = |name: &str| {
+        std::fs::metadata(dir.path().join(name))
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o777
+    };
+    assert_eq!(
+        mode("a.rs"),
+        mode("plain"),
+        "as any file this process creates"
+    );
+    std::fs::set_permissions(
+        dir.path().join("a.rs"),
+        std::fs::Permissions::from_mode(0o600),
+    )
+    .unwrap();
+    write(
+        &Plan::new(vec![generated("a.rs", "v2\n")]).unwrap(),
+        dir.path(),
+    )
+    .unwrap();
     assert_eq!(mode("a.rs"), 0o600);
 }
 
@@ -230,7 +294,9 @@ impl Faulty {
         let n = self.done.get();
         self.done.set(n + 1);
         if n == self.at || (self.dies && n > self.at) {
-            return Err(io::Error::other(format!("injected failure at operation {n}")));
+            return Err(io::Error::other(format!(
+                "injected failure at operation {n}"
+            )));
         }
         Ok(())
     }
@@ -275,9 +341,17 @@ impl Disk for Faulty {
 /// in an existing folder.
 fn scene() -> (tempfile::TempDir, Plan) {
     let dir = tempfile::tempdir().unwrap();
-    let before = Plan::new(vec![generated("src/a.rs", "v1\n"), generated("src/same.rs", "same\n")]).unwrap();
+    let before = Plan::new(vec![
+        generated("src/a.rs", "v1\n"),
+        generated("src/same.rs", "same\n"),
+    ])
+    .unwrap();
     write(&before, dir.path()).unwrap();
-    std::fs::set_permissions(dir.path().join("src/a.rs"), std::fs::Permissions::from_mode(0o640)).unwrap();
+    std::fs::set_permissions(
+        dir.path().join("src/a.rs"),
+        std::fs::Permissions::from_mode(0o640),
+    )
+    .unwrap();
     std::fs::write(dir.path().join("notes.txt"), "not ours").unwrap();
     let plan = Plan::new(vec![
         generated("src/a.rs", "v2\n"),
@@ -293,7 +367,8 @@ fn scene() -> (tempfile::TempDir, Plan) {
 fn operations(plan: &Plan) -> usize {
     let (dir, _) = scene();
     let disk = Faulty::new(usize::MAX, false);
-    plan.apply_with(&disk, dir.path(), Mode::Write { force: false }).unwrap();
+    plan.apply_with(&disk, dir.path(), Mode::Write { force: false })
+        .unwrap();
     disk.done.get()
 }
 
@@ -314,10 +389,18 @@ fn a_write_failing_at_any_operation_leaves_the_folder_as_it_was() {
     for at in 0..total {
         let (dir, plan) = scene();
         let before = snapshot(dir.path());
-        let result = plan.apply_with(&Faulty::new(at, false), dir.path(), Mode::Write { force: false });
+        let result = plan.apply_with(
+            &Faulty::new(at, false),
+            dir.path(),
+            Mode::Write { force: false },
+        );
         if result.is_err() {
             failed += 1;
-            assert_eq!(snapshot(dir.path()), before, "failing operation {at} of {total} changed the folder");
+            assert_eq!(
+                snapshot(dir.path()),
+                before,
+                "failing operation {at} of {total} changed the folder"
+            );
         } else {
             // Only clearing leftovers after every file was in place failed: the write stands,
             // and the next run clears them.
@@ -325,7 +408,10 @@ fn a_write_failing_at_any_operation_leaves_the_folder_as_it_was() {
             assert_eq!(snapshot(dir.path()), expected, "operation {at} of {total}");
         }
     }
-    assert!(failed > total / 2, "{failed} of {total} failures were reported");
+    assert!(
+        failed > total / 2,
+        "{failed} of {total} failures were reported"
+    );
 }
 
 #[test]
@@ -336,16 +422,28 @@ fn a_write_killed_at_any_operation_is_restored_by_the_next_run() {
     for at in 0..total {
         let (dir, plan) = scene();
         let before = snapshot(dir.path());
-        let killed = plan.apply_with(&Faulty::new(at, true), dir.path(), Mode::Write { force: false });
+        let killed = plan.apply_with(
+            &Faulty::new(at, true),
+            dir.path(),
+            Mode::Write { force: false },
+        );
         let pending = dir.path().join(JOURNAL).exists();
         if pending && killed.is_err() {
             let check = plan.apply(dir.path(), Mode::Check).unwrap_err();
             assert!(matches!(check, Error::Interrupted { .. }), "{check:?}");
             transaction::recover(&RealDisk, dir.path()).unwrap();
-            assert_eq!(snapshot(dir.path()), before, "killed at {at} of {total}: not restored");
+            assert_eq!(
+                snapshot(dir.path()),
+                before,
+                "killed at {at} of {total}: not restored"
+            );
         }
         write(&plan, dir.path()).unwrap();
-        assert_eq!(snapshot(dir.path()), expected, "killed at {at} of {total}, then rerun");
+        assert_eq!(
+            snapshot(dir.path()),
+            expected,
+            "killed at {at} of {total}, then rerun"
+        );
     }
 }
 
@@ -353,15 +451,24 @@ fn a_write_killed_at_any_operation_is_restored_by_the_next_run() {
 fn a_write_into_a_new_folder_that_fails_leaves_no_folder() {
     let parent = tempfile::tempdir().unwrap();
     let root = parent.path().join("new-crate");
-    let plan = Plan::new(vec![generated("src/a.rs", "a\n"), generated("Cargo.toml", "b\n")]).unwrap();
+    let plan = Plan::new(vec![
+        generated("src/a.rs", "a\n"),
+        generated("Cargo.toml", "b\n"),
+    ])
+    .unwrap();
     let disk = Faulty::new(usize::MAX, false);
-    plan.apply_with(&disk, &root, Mode::Write { force: false }).unwrap();
+    plan.apply_with(&disk, &root, Mode::Write { force: false })
+        .unwrap();
     let total = disk.done.get();
     std::fs::remove_dir_all(&root).unwrap();
     for at in 0..total {
         let result = plan.apply_with(&Faulty::new(at, false), &root, Mode::Write { force: false });
         if result.is_err() {
-            assert!(!root.exists(), "failing operation {at} left {}", root.display());
+            assert!(
+                !root.exists(),
+                "failing operation {at} left {}",
+                root.display()
+            );
         } else {
             assert!(root.join("src/a.rs").exists() && root.join("Cargo.toml").exists());
             std::fs::remove_dir_all(&root).unwrap();

@@ -40,7 +40,10 @@ struct Entry {
 
 /// `path` with its file name prefixed by `.` and suffixed by `suffix`, in the same folder.
 fn beside(path: &Path, suffix: &str) -> PathBuf {
-    let name = path.file_name().map(|n| n.to_string_lossy()).unwrap_or_default();
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy())
+        .unwrap_or_default();
     path.with_file_name(format!(".{name}.operator-gen-{suffix}"))
 }
 
@@ -98,17 +101,35 @@ pub(super) fn write(disk: &dyn Disk, root: &Path, changes: &[&PlannedFile]) -> R
             })
             .collect(),
     };
-    if journal.created_dirs.first().is_some_and(|d| d.as_os_str().is_empty()) {
+    if journal
+        .created_dirs
+        .first()
+        .is_some_and(|d| d.as_os_str().is_empty())
+    {
         disk.create_dir(root).map_err(write_error(root))?;
     }
     let result = save(disk, root, &journal).and_then(|()| {
         put_in_place(disk, root, &journal, changes)?;
-        save(disk, root, &Journal { committed: true, ..journal.clone() })
+        save(
+            disk,
+            root,
+            &Journal {
+                committed: true,
+                ..journal.clone()
+            },
+        )
     });
     match result {
         Ok(()) => {
             // Done: what is left is leftovers, which the next run also clears.
-            let _ = undo(disk, root, &Journal { committed: true, ..journal });
+            let _ = undo(
+                disk,
+                root,
+                &Journal {
+                    committed: true,
+                    ..journal
+                },
+            );
             Ok(())
         }
         Err(error) => {
@@ -139,7 +160,11 @@ fn put_in_place(
     journal: &Journal,
     changes: &[&PlannedFile],
 ) -> Result<()> {
-    for dir in journal.created_dirs.iter().filter(|d| !d.as_os_str().is_empty()) {
+    for dir in journal
+        .created_dirs
+        .iter()
+        .filter(|d| !d.as_os_str().is_empty())
+    {
         let dir = root.join(dir);
         disk.create_dir(&dir).map_err(write_error(&dir))?;
     }
@@ -174,7 +199,8 @@ fn save(disk: &dyn Disk, root: &Path, journal: &Journal) -> Result<()> {
     if disk.exists(&temp) {
         disk.remove_file(&temp).map_err(write_error(&temp))?;
     }
-    disk.write_new(&temp, &bytes, None).map_err(write_error(&temp))?;
+    disk.write_new(&temp, &bytes, None)
+        .map_err(write_error(&temp))?;
     disk.rename(&temp, &path).map_err(write_error(&path))
 }
 
