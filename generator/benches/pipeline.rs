@@ -33,7 +33,7 @@ fn time(runs: usize, mut f: impl FnMut()) -> Duration {
 
 fn kopium_alone(path: &Path) {
     let text = std::fs::read_to_string(path).expect("reading the CRD");
-    let crd: CustomResourceDefinition = serde_yaml::from_str(&text).expect("a CRD");
+    let crd: CustomResourceDefinition = serde_saphyr::from_str(&text).expect("a CRD");
     // The same version the pipeline picks by default: the storage version.
     let storage = crd
         .spec

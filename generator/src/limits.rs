@@ -80,7 +80,7 @@ pub const MAX_YAML_DOCUMENTS: usize = 1_000;
 /// generated code and the time to write it, which the node cap alone does not: aliases can
 /// expand a small file into a schema of tens of thousands of distinct paths. The largest
 /// of 150 real CRDs declares 7,965 (argoproj.io ApplicationSet v1alpha1).
-pub const MAX_SCHEMA_PROPERTIES: usize = 50_000;
+pub const MAX_SCHEMA_PROPERTIES: usize = 20_000;
 
 /// The longest duration a manifest may give. Generated code holds delays as milliseconds and
 /// hands them to tokio timers, where an unbounded one wrapped (a huge `errorBackoffMax`

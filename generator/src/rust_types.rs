@@ -69,7 +69,7 @@ pub fn generate_version(selected: &SelectedCrd, index: usize) -> Result<RustType
         return Err(Error::Limit {
             origin: selected.origin.clone(),
             reason: format!(
-                "CRD {} version {} declares {properties} properties, over the cap of {}; a real CRD has a few thousand, so this one is most likely built to exhaust the generator",
+                "CRD {} version {} declares {properties} properties, over the property cap of {}; a real CRD has a few thousand, so this one is most likely built to exhaust the generator",
                 selected.name(),
                 version.name,
                 crate::limits::MAX_SCHEMA_PROPERTIES

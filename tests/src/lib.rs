@@ -239,20 +239,28 @@ pub fn hostile_cases() -> Vec<(&'static str, Vec<u8>, Expect)> {
             prev = level - 1
         ));
     }
-    // A tree of objects, each holding two of the level below through aliases: 2^14 leaves,
-    // about 33,000 properties and 160,000 nodes once expanded, under both caps.
-    let mut near_caps = crd_with("Wide", "            spec:\n              type: object\n              properties:\n                b0: &b0 { type: object, properties: { x: { type: string }, y: { type: string } } }\n");
-    for level in 1..14 {
+    // Objects holding two of the object below through aliases, 12 levels of them: about
+    // 16,000 properties once expanded, under the property and node caps.
+    let mut near_caps = crd_with(
+        "Wide",
+        "            spec:\n              type: object\n              properties:\n                b0: &b0 { type: object, properties: { x: { type: string }, y: { type: string } } }\n",
+    );
+    for level in 1..12 {
         near_caps.push_str(&format!(
             "                b{level}: &b{level} {{ type: object, properties: {{ l: *b{prev}, r: *b{prev} }} }}\n",
             prev = level - 1
         ));
     }
+    let mut past_caps = near_caps.clone();
+    past_caps.push_str("                c: { type: object, properties: { l: *b11, r: *b11 } }\n");
     // Just under the byte cap: 15 MiB of descriptions on 240 properties.
-    let mut heavy = String::from("            spec:\n              type: object\n              properties:\n");
+    let mut heavy =
+        String::from("            spec:\n              type: object\n              properties:\n");
     let words = "the quick brown fox jumps over the lazy dog ".repeat(1490);
     for i in 0..240 {
-        heavy.push_str(&format!("                p{i}: {{ type: string, description: \"{words}\" }}\n"));
+        heavy.push_str(&format!(
+            "                p{i}: {{ type: string, description: \"{words}\" }}\n"
+        ));
     }
     let breakout_name = crd_with("Widget", &spec("                a: { type: string }\n")).replace(
         "  name: widgets.hostile.example.com",
@@ -303,6 +311,7 @@ pub fn hostile_cases() -> Vec<(&'static str, Vec<u8>, Expect)> {
         ("crd-name-breaking-out-of-a-comment", breakout_name.into_bytes(), Expect::Error("metadata.name")),
         ("alias-bomb", aliases.into_bytes(), Expect::Error("nodes")),
         ("aliases-expanding-to-the-most-accepted", near_caps.into_bytes(), Expect::Accepted),
+        ("aliases-expanding-past-the-property-cap", past_caps.into_bytes(), Expect::Error("property cap")),
         ("descriptions-filling-the-byte-cap", crd_with("Heavy", &heavy).into_bytes(), Expect::Accepted),
     ]
 }

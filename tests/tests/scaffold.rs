@@ -118,7 +118,7 @@ fn every_archetype_builds_and_passes_its_tests_and_survives_a_new_relation() {
         "{report}"
     );
     assert_eq!(read(reconcile), edited, "the user's reconcile is untouched");
-    assert!(read(evolved.join("src/controller.rs")).contains(".owns("));
+    assert!(read(evolved.join("src/controller.rs")).contains(".owns_stream("));
     members.push("evolved".to_owned());
 
     if let Err(output) = cargo_test_batch(&root, &members) {
@@ -174,7 +174,7 @@ fn check_catches_drift_and_diff_shows_it_without_writing() {
     );
     let diff = generated.plan.diff(&dir).expect("diffing");
     assert!(
-        diff.contains("+        .owns(") && diff.contains("--- a/src/controller.rs"),
+        diff.contains("+        .owns_stream(") && diff.contains("--- a/src/controller.rs"),
         "{diff}"
     );
     assert_eq!(
@@ -255,4 +255,41 @@ fn new_with_a_bad_crd_leaves_nothing_behind() {
     let err = create(&new).expect_err("not a CRD").to_string();
     assert!(err.contains("\"ConfigMap\""), "{err}");
     assert!(!dir.exists(), "no half-made crate is left");
+}
+
+#[test]
+fn new_names_the_flag_that_holds_a_bad_value_and_writes_nothing() {
+    let dir = outside_workspace("bad-flags");
+    let derived = |kind: &str, group: &str, version: &str| NewOperator {
+        dir: dir.clone(),
+        name: Some("backup-operator".to_owned()),
+        primary: NewPrimary::Derived(Derived {
+            kind: kind.to_owned(),
+            group: group.to_owned(),
+            version: version.to_owned(),
+            plural: None,
+            namespaced: true,
+        }),
+        allow_http: false,
+    };
+    let builtin = NewOperator {
+        primary: NewPrimary::Builtin("Deploymint".to_owned()),
+        ..derived("Backup", "example.com", "v1")
+    };
+    let cases = [
+        (derived("Bad Kind", "example.com", "v1"), "--derive"),
+        (derived("Backup", "Example_com", "v1"), "--group"),
+        (derived("Backup", "example.com", "V 1"), "--api-version"),
+        (builtin, "--kind"),
+    ];
+    for (new, flag) in cases {
+        let err = create(&new)
+            .expect_err("a bad value is refused")
+            .to_string();
+        assert!(
+            err.starts_with(flag) && !err.contains("operator.yaml"),
+            "{flag}: {err}"
+        );
+        assert!(!dir.exists(), "{flag}: nothing is written");
+    }
 }

@@ -877,7 +877,9 @@ fn assert_least_privilege(rbac: &Path) -> Result<()> {
     let allowed = [
         "get", "list", "watch", "create", "patch", "update", "delete",
     ];
-    for document in serde_yaml_documents(&text)? {
+    let documents: Vec<Value> =
+        serde_saphyr::from_str_multiple_with_options(&text, operator_gen::limits::yaml_options())?;
+    for document in documents {
         for rule in document["rules"].as_array().into_iter().flatten() {
             for field in ["apiGroups", "resources", "verbs", "resourceNames"] {
                 if rule[field]
@@ -900,13 +902,6 @@ fn assert_least_privilege(rbac: &Path) -> Result<()> {
         }
     }
     Ok(())
-}
-
-fn serde_yaml_documents(text: &str) -> Result<Vec<Value>> {
-    use serde::Deserialize;
-    serde_yaml::Deserializer::from_str(text)
-        .map(|document| Ok(Value::deserialize(document)?))
-        .collect()
 }
 
 fn check_status(status: std::process::ExitStatus, what: &str) -> Result<()> {
