@@ -78,6 +78,8 @@ pub enum Outcome {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Report {
     pub files: Vec<(PathBuf, Outcome)>,
+    /// Whether the run first restored the folder an interrupted run had left.
+    pub recovered: bool,
 }
 
 impl Report {
@@ -106,6 +108,9 @@ impl Report {
 
 impl fmt::Display for Report {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.recovered {
+            f.write_str("restored the folder an interrupted run left, then ")?;
+        }
         write!(
             f,
             "{} created, {} updated, {} unchanged, {} kept as the user's",
@@ -173,9 +178,22 @@ fn is_pristine(existing: &str) -> bool {
 }
 
 impl Plan {
-    /// Builds a plan, refusing two files at one path.
+    /// Builds a plan, refusing two files at one path and any path that would leave the
+    /// output folder (absolute, or through `..`).
     pub fn new(mut files: Vec<PlannedFile>) -> Result<Self> {
         files.sort_by(|a, b| a.path.cmp(&b.path));
+        let inside = |path: &Path| {
+            path.components().next().is_some()
+                && path
+                    .components()
+                    .all(|c| matches!(c, std::path::Component::Normal(_)))
+        };
+        if let Some(file) = files.iter().find(|f| !inside(&f.path)) {
+            return Err(Error::Template {
+                template: file.path.display().to_string(),
+                reason: "renders to a path outside the output folder".to_owned(),
+            });
+        }
         if let Some(pair) = files.windows(2).find(|pair| pair[0].path == pair[1].path) {
             return Err(Error::Template {
                 template: pair[0].path.display().to_string(),
@@ -199,10 +217,13 @@ impl Plan {
 
     fn apply_with(&self, disk: &dyn Disk, root: &Path, mode: Mode) -> Result<Report> {
         refuse_foreign_crate(disk, root)?;
-        match mode {
-            Mode::Check => transaction::refuse_pending(disk, root)?,
+        let recovered = match mode {
+            Mode::Check => {
+                transaction::refuse_pending(disk, root)?;
+                false
+            }
             Mode::Write { .. } => transaction::recover(disk, root)?,
-        }
+        };
         let mut outcomes = Vec::with_capacity(self.files.len());
         for file in &self.files {
             let path = root.join(&file.path);
@@ -225,7 +246,10 @@ impl Plan {
                 .collect();
             transaction::write(disk, root, &changes)?;
         }
-        Ok(Report { files: outcomes })
+        Ok(Report {
+            files: outcomes,
+            recovered,
+        })
     }
 
     /// Unified diffs of what [`Plan::apply`] would change under `root`: generated files that

@@ -431,7 +431,7 @@ fn a_write_killed_at_any_operation_is_restored_by_the_next_run() {
         if pending && killed.is_err() {
             let check = plan.apply(dir.path(), Mode::Check).unwrap_err();
             assert!(matches!(check, Error::Interrupted { .. }), "{check:?}");
-            transaction::recover(&RealDisk, dir.path()).unwrap();
+            assert!(transaction::recover(&RealDisk, dir.path()).unwrap());
             assert_eq!(
                 snapshot(dir.path()),
                 before,
@@ -474,6 +474,53 @@ fn a_write_into_a_new_folder_that_fails_leaves_no_folder() {
             std::fs::remove_dir_all(&root).unwrap();
         }
     }
+}
+
+#[test]
+fn a_write_into_missing_parent_folders_that_fails_leaves_none_of_them() {
+    let parent = tempfile::tempdir().unwrap();
+    let root = parent.path().join("a/b/crate");
+    let plan = Plan::new(vec![generated("src/x.rs", "x\n")]).unwrap();
+    let disk = Faulty::new(usize::MAX, false);
+    plan.apply_with(&disk, &root, Mode::Write { force: false })
+        .unwrap();
+    let total = disk.done.get();
+    std::fs::remove_dir_all(parent.path().join("a")).unwrap();
+    for at in 0..total {
+        let result = plan.apply_with(&Faulty::new(at, false), &root, Mode::Write { force: false });
+        if result.is_err() {
+            assert!(
+                !parent.path().join("a").exists(),
+                "failing operation {at} left a folder"
+            );
+        } else {
+            std::fs::remove_dir_all(parent.path().join("a")).unwrap();
+        }
+    }
+}
+
+#[test]
+fn paths_that_leave_the_output_folder_are_refused() {
+    for path in ["../x.rs", "/etc/x", "a/../../x", ""] {
+        assert!(Plan::new(vec![scaffold(path, "x")]).is_err(), "{path}");
+    }
+}
+
+#[test]
+fn a_run_after_a_kill_says_it_restored_the_folder() {
+    let (dir, plan) = scene();
+    let killed = plan.apply_with(
+        &Faulty::new(12, true),
+        dir.path(),
+        Mode::Write { force: false },
+    );
+    assert!(killed.is_err() && dir.path().join(JOURNAL).exists());
+    let report = write(&plan, dir.path()).unwrap();
+    assert!(
+        report.recovered && report.to_string().starts_with("restored"),
+        "{report}"
+    );
+    assert!(!write(&plan, dir.path()).unwrap().recovered);
 }
 
 #[test]

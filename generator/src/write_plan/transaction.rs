@@ -25,7 +25,7 @@ struct Journal {
     /// Set once every file is in place: the write is done and only leftovers remain.
     committed: bool,
     /// Directories the write creates, relative to the output folder (empty for the folder
-    /// itself), shallowest first.
+    /// itself, `..` for its parent when that is missing too), shallowest first.
     created_dirs: Vec<PathBuf>,
     files: Vec<Entry>,
 }
@@ -72,17 +72,18 @@ pub(super) fn refuse_pending(disk: &dyn Disk, root: &Path) -> Result<()> {
     Ok(())
 }
 
-/// Restores the folder an interrupted write left, if any, and removes its journal.
-pub(super) fn recover(disk: &dyn Disk, root: &Path) -> Result<()> {
+/// Restores the folder an interrupted write left, if any, and removes its journal; returns
+/// whether there was one.
+pub(super) fn recover(disk: &dyn Disk, root: &Path) -> Result<bool> {
     let path = root.join(JOURNAL);
     let Some(bytes) = disk.read(&path).map_err(write_error(&path))? else {
-        return Ok(());
+        return Ok(false);
     };
     let journal: Journal = serde_json::from_slice(&bytes).map_err(|e| Error::Journal {
         path: path.clone(),
         reason: e.to_string(),
     })?;
-    undo(disk, root, &journal)
+    undo(disk, root, &journal).map(|()| true)
 }
 
 /// Writes `changes` into `root` as one change.
@@ -101,24 +102,19 @@ pub(super) fn write(disk: &dyn Disk, root: &Path, changes: &[&PlannedFile]) -> R
             })
             .collect(),
     };
-    if journal
-        .created_dirs
-        .first()
-        .is_some_and(|d| d.as_os_str().is_empty())
-    {
-        disk.create_dir(root).map_err(write_error(root))?;
-    }
-    let result = save(disk, root, &journal).and_then(|()| {
-        put_in_place(disk, root, &journal, changes)?;
-        save(
-            disk,
-            root,
-            &Journal {
-                committed: true,
-                ..journal.clone()
-            },
-        )
-    });
+    let result = make_outside_dirs(disk, root, &journal)
+        .and_then(|()| save(disk, root, &journal))
+        .and_then(|()| {
+            put_in_place(disk, root, &journal, changes)?;
+            save(
+                disk,
+                root,
+                &Journal {
+                    committed: true,
+                    ..journal.clone()
+                },
+            )
+        });
     match result {
         Ok(()) => {
             // Done: what is left is leftovers, which the next run also clears.
@@ -140,17 +136,59 @@ pub(super) fn write(disk: &dyn Disk, root: &Path, changes: &[&PlannedFile]) -> R
     }
 }
 
-/// Every directory the changes need that does not exist yet, shallowest first.
+/// Creates the output folder and any missing parents, for the journal to go in.
+fn make_outside_dirs(disk: &dyn Disk, root: &Path, journal: &Journal) -> Result<()> {
+    for dir in journal.created_dirs.iter().filter(|d| !is_inside(d)) {
+        let dir = locate(root, dir);
+        disk.create_dir(&dir).map_err(write_error(&dir))?;
+    }
+    Ok(())
+}
+
+/// Every directory the changes need that does not exist yet, shallowest first: missing
+/// parents of the output folder (as `..`, `../..`), the folder itself (as the empty path),
+/// then folders inside it.
 fn missing_dirs(disk: &dyn Disk, root: &Path, changes: &[&PlannedFile]) -> Vec<PathBuf> {
-    let mut dirs: Vec<PathBuf> = changes
+    let mut outside: Vec<PathBuf> = Vec::new();
+    let mut up = PathBuf::new();
+    for ancestor in root.ancestors() {
+        if ancestor.as_os_str().is_empty() || disk.exists(ancestor) {
+            break;
+        }
+        outside.push(up.clone());
+        up.push("..");
+    }
+    outside.reverse();
+    let mut inside: Vec<PathBuf> = changes
         .iter()
         .flat_map(|file| file.path.ancestors().skip(1).map(Path::to_path_buf))
+        .filter(|dir| is_inside(dir))
         .collect();
-    dirs.sort_by_key(|d| (d.components().count(), d.clone()));
-    dirs.dedup();
-    dirs.into_iter()
-        .filter(|dir| !disk.exists(&root.join(dir)))
-        .collect()
+    inside.sort_by_key(|d| (d.components().count(), d.clone()));
+    inside.dedup();
+    inside.retain(|dir| !disk.exists(&root.join(dir)));
+    outside.into_iter().chain(inside).collect()
+}
+
+/// Where a directory of the journal is: `..` components climb from `root` by name, not
+/// through the filesystem, because `root` itself may be gone by the time they are used.
+fn locate(root: &Path, dir: &Path) -> PathBuf {
+    let up = dir
+        .components()
+        .take_while(|c| matches!(c, std::path::Component::ParentDir))
+        .count();
+    let base = root.ancestors().nth(up).unwrap_or(root);
+    dir.components()
+        .skip(up)
+        .fold(base.to_path_buf(), |path, c| path.join(c))
+}
+
+/// Whether a relative directory is a folder inside the output folder, rather than the
+/// folder itself or one of its parents.
+fn is_inside(dir: &Path) -> bool {
+    dir.components()
+        .next()
+        .is_some_and(|c| matches!(c, std::path::Component::Normal(_)))
 }
 
 /// Creates the directories, stages every file, keeps every old one, then renames.
@@ -160,11 +198,7 @@ fn put_in_place(
     journal: &Journal,
     changes: &[&PlannedFile],
 ) -> Result<()> {
-    for dir in journal
-        .created_dirs
-        .iter()
-        .filter(|d| !d.as_os_str().is_empty())
-    {
+    for dir in journal.created_dirs.iter().filter(|d| is_inside(d)) {
         let dir = root.join(dir);
         disk.create_dir(&dir).map_err(write_error(&dir))?;
     }
@@ -234,7 +268,7 @@ fn undo(disk: &dyn Disk, root: &Path, journal: &Journal) -> Result<()> {
     if !journal.committed {
         for dir in journal.created_dirs.iter().rev() {
             // Only if empty: something else may have been put there since.
-            let _ = disk.remove_dir(&root.join(dir));
+            let _ = disk.remove_dir(&locate(root, dir));
         }
     }
     Ok(())
