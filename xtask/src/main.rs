@@ -1,6 +1,8 @@
 //! `cargo xtask`: the project's commands. `gen`, `new` and `corpus` are thin shells over the
-//! `operator-gen` library; `cluster` runs a real control plane and `e2e` runs the operators on it.
+//! `operator-gen` library; `cluster` runs a real control plane, `e2e` runs the operators on
+//! it, and `bench` measures `gen` and a generated operator against their floors.
 
+mod bench;
 mod cluster;
 mod corpus;
 mod e2e;
@@ -24,6 +26,8 @@ enum Command {
     New(new_cmd::NewArgs),
     /// Generate and compile-check an operator for every CRD in a folder.
     Corpus(corpus::CorpusArgs),
+    /// Measure `gen` against kopium and a generated operator against the API server's floor.
+    Bench(bench::BenchArgs),
     /// A real Kubernetes control plane on loopback, for `e2e`.
     Cluster(cluster::ClusterArgs),
     /// Run every operator crate against a real API server and check what it does.
@@ -36,6 +40,7 @@ fn main() -> std::process::ExitCode {
         Command::Gen(args) => gen_cmd::run(args),
         Command::Corpus(args) => corpus::run(args),
         Command::New(args) => new_cmd::run(args),
+        Command::Bench(args) => bench::run(args),
         Command::Cluster(args) => cluster::run(args),
         Command::E2e(args) => e2e::run(args),
     };

@@ -1,0 +1,746 @@
+//! `cargo xtask bench`: what users feel, measured against a floor in the same run.
+//!
+//! - `gen`: the process `cargo xtask gen` runs (timed without cargo's start-up) against
+//!   `kopium -f` on the same CRD, paired A B A B and reduced to medians.
+//! - `runtime`: example-operator converging N new primaries on the project's own control
+//!   plane against the floor, a client that makes exactly the writes an ideal operator must
+//!   (the finalizer patch and the child's server-side apply) with many requests in flight; the
+//!   operator's requests per primary by verb, from its own counter and the API server's; its
+//!   writes on a restart over a converged world; its peak memory per primary and child pair.
+//!
+//! It prints one table of ratios with the command behind each row. It asserts nothing: these
+//! are measurements, and the README quotes a clean run.
+
+use std::{
+    collections::BTreeMap,
+    fs,
+    io::{Read, Write},
+    net::TcpStream,
+    path::{Path, PathBuf},
+    process::{Child, Command, Stdio},
+    time::{Duration, Instant},
+};
+
+use anyhow::{Context as _, Result, bail};
+use clap::{Args, Subcommand};
+use example_operator::{
+    controller::{FIELD_MANAGER, FINALIZER, MANAGED_BY_LABEL},
+    reconcile::rule_config_map,
+    types::PrometheusRule,
+};
+use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use kube::{
+    Api, Client, Resource, ResourceExt,
+    api::{DeleteParams, ListParams, Patch, PatchParams, PostParams},
+    config::{KubeConfigOptions, Kubeconfig},
+    runtime::{WatchStreamExt, watcher},
+};
+use serde_json::json;
+
+use crate::cluster::{Cluster, OPERATOR_NAMESPACE};
+
+/// The kopium release the generator is measured against, the one it uses as a library.
+const KOPIUM_VERSION: &str = "0.24.1";
+/// Requests in flight for the floor and for creating primaries.
+const IN_FLIGHT: usize = 64;
+
+#[derive(Args)]
+pub struct BenchArgs {
+    #[command(subcommand)]
+    what: Option<What>,
+    /// Paired runs of each side of `gen` (at least 5).
+    #[arg(long, default_value_t = 7)]
+    runs: usize,
+    /// Primaries the operator converges in `runtime`.
+    #[arg(long, default_value_t = 1000)]
+    primaries: usize,
+    /// Repetitions of operator and floor in `runtime` (at least 3).
+    #[arg(long, default_value_t = 3)]
+    repeat: usize,
+    /// Primaries for the memory figure in `runtime`; 0 skips it.
+    #[arg(long, default_value_t = 10_000)]
+    memory_primaries: usize,
+}
+
+#[derive(Subcommand, Clone, Copy, PartialEq, Eq)]
+enum What {
+    /// `cargo xtask gen` against `kopium -f`.
+    Gen,
+    /// example-operator against the API server's own floor.
+    Runtime,
+}
+
+/// One row of the table.
+struct Row {
+    figure: String,
+    ours: String,
+    floor: String,
+    ratio: String,
+    command: String,
+}
+
+pub fn run(args: BenchArgs) -> Result<std::process::ExitCode> {
+    let workspace = crate::workspace_root();
+    let mut rows = Vec::new();
+    if args.what != Some(What::Runtime) {
+        rows.extend(gen_rows(&workspace, args.runs.max(5))?);
+    }
+    if args.what != Some(What::Gen) {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()?;
+        rows.extend(runtime.block_on(runtime_rows(&workspace, &args))?);
+    }
+    println!("| figure | operator-gen | floor | ratio | command |");
+    println!("| --- | --- | --- | --- | --- |");
+    for row in rows {
+        println!(
+            "| {} | {} | {} | {} | {} |",
+            row.figure, row.ours, row.floor, row.ratio, row.command
+        );
+    }
+    Ok(std::process::ExitCode::SUCCESS)
+}
+
+/// Wall and CPU time of one finished process.
+#[derive(Clone, Copy)]
+struct Cost {
+    wall: Duration,
+    cpu: Duration,
+}
+
+/// Runs `command` to completion, its output discarded, and returns what it cost.
+fn timed(command: &mut Command, what: &str) -> Result<Cost> {
+    let started = Instant::now();
+    let child = command
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .with_context(|| format!("starting {what}"))?;
+    let pid = i32::try_from(child.id()).context("a process id")?;
+    let mut status = 0;
+    // SAFETY: an all-zero rusage is a valid value to be filled in.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `pid` is our own child, not yet waited for; the pointers are to live locals.
+    let reaped = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+    let wall = started.elapsed();
+    if reaped != pid || !libc::WIFEXITED(status) || libc::WEXITSTATUS(status) != 0 {
+        let mut stderr = String::new();
+        if let Some(mut pipe) = child.stderr {
+            let _ = pipe.read_to_string(&mut stderr);
+        }
+        bail!("{what} failed: {stderr}");
+    }
+    let time = |t: libc::timeval| {
+        Duration::from_secs(t.tv_sec.max(0) as u64) + Duration::from_micros(t.tv_usec.max(0) as u64)
+    };
+    Ok(Cost {
+        wall,
+        cpu: time(usage.ru_utime) + time(usage.ru_stime),
+    })
+}
+
+fn median(mut samples: Vec<Duration>) -> Duration {
+    samples.sort();
+    samples[samples.len() / 2]
+}
+
+/// `kopium`, installed into the cache the first time.
+fn kopium() -> Result<PathBuf> {
+    let cache = std::env::var_os("OPERATOR_GEN_CACHE")
+        .map_or_else(|| PathBuf::from("/var/cache/operator-gen"), PathBuf::from)
+        .join(format!("kopium-{KOPIUM_VERSION}"));
+    let binary = cache.join("bin/kopium");
+    if !binary.exists() {
+        eprintln!(
+            "installing kopium {KOPIUM_VERSION} into {}",
+            cache.display()
+        );
+        let status = Command::new(env!("CARGO"))
+            .args([
+                "install",
+                "kopium",
+                "--locked",
+                "--quiet",
+                "--version",
+                KOPIUM_VERSION,
+            ])
+            .arg("--root")
+            .arg(&cache)
+            .status()?;
+        if !status.success() {
+            bail!("cargo install kopium failed ({status})");
+        }
+    }
+    Ok(binary)
+}
+
+/// The largest CRD file under `dir`, one level of folders deep.
+fn largest_crd(dir: &Path) -> Result<PathBuf> {
+    let mut largest: Option<(u64, PathBuf)> = None;
+    for group in fs::read_dir(dir).with_context(|| format!("reading {}", dir.display()))? {
+        let group = group?.path();
+        if !group.is_dir() {
+            continue;
+        }
+        for file in fs::read_dir(&group)? {
+            let path = file?.path();
+            let size = fs::metadata(&path)?.len();
+            if path.extension().is_some_and(|e| e == "yaml")
+                && largest.as_ref().is_none_or(|(s, _)| size > *s)
+            {
+                largest = Some((size, path));
+            }
+        }
+    }
+    largest.map(|(_, path)| path).context("no CRDs found")
+}
+
+fn gen_rows(workspace: &Path, runs: usize) -> Result<Vec<Row>> {
+    let kopium = kopium()?;
+    let ours = std::env::current_exe()?;
+    let inputs = [
+        workspace.join("crds/monitoring.coreos.com/prometheusrules.yaml"),
+        largest_crd(&workspace.join("../shared/crds"))?,
+    ];
+    let scratch = workspace.join("target/bench/gen");
+    let mut rows = Vec::new();
+    for input in inputs {
+        let (mut ours_costs, mut kopium_costs) = (Vec::new(), Vec::new());
+        for run in 0..runs {
+            let out = scratch.join(format!("run-{run}"));
+            if out.exists() {
+                fs::remove_dir_all(&out)?;
+            }
+            ours_costs.push(timed(
+                Command::new(&ours)
+                    .arg("gen")
+                    .arg("--crd")
+                    .arg(&input)
+                    .arg("--out")
+                    .arg(&out),
+                "cargo xtask gen",
+            )?);
+            kopium_costs.push(timed(
+                Command::new(&kopium).arg("-f").arg(&input),
+                "kopium",
+            )?);
+        }
+        let size = fs::metadata(&input)?.len();
+        let name = input
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        for (label, pick) in [("wall", 0), ("CPU", 1)] {
+            let get = |costs: &[Cost]| {
+                median(
+                    costs
+                        .iter()
+                        .map(|c| if pick == 0 { c.wall } else { c.cpu })
+                        .collect(),
+                )
+            };
+            let (a, b) = (get(&ours_costs), get(&kopium_costs));
+            rows.push(Row {
+                figure: format!("gen {name} ({} KB), {label}, median of {runs}", size / 1024),
+                ours: format!("{:.3} s", a.as_secs_f64()),
+                floor: format!("{:.3} s", b.as_secs_f64()),
+                ratio: format!("{:.2}×", a.as_secs_f64() / b.as_secs_f64()),
+                command: format!(
+                    "`target/debug/xtask gen --crd {0} --out <new folder>` vs `kopium -f {0}`",
+                    input.strip_prefix(workspace).unwrap_or(&input).display()
+                ),
+            });
+        }
+    }
+    Ok(rows)
+}
+
+/// example-operator's build and the clients the runtime bench uses.
+struct Bench {
+    admin: Client,
+    operator_binary: PathBuf,
+    operator_kubeconfig: PathBuf,
+    logs: PathBuf,
+}
+
+async fn runtime_rows(workspace: &Path, args: &BenchArgs) -> Result<Vec<Row>> {
+    let bench = Bench::start(workspace).await?;
+    let n = args.primaries;
+    let (mut operator_times, mut floor_times, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
+    let mut last = None;
+    for round in 0..args.repeat.max(3) {
+        let measured = bench
+            .operator_round(&format!("bench-op-{round}"), n)
+            .await?;
+        let floor = bench
+            .floor_round(&format!("bench-floor-{round}"), n)
+            .await?;
+        eprintln!(
+            "round {round}: operator {:.2?}, floor {:.2?}",
+            measured.converged, floor
+        );
+        ratios.push(measured.converged.as_secs_f64() / floor.as_secs_f64());
+        operator_times.push(measured.converged);
+        floor_times.push(floor);
+        last = Some(measured);
+    }
+    let measured = last.context("at least one round")?;
+    ratios.sort_by(f64::total_cmp);
+    let mut rows = vec![Row {
+        figure: format!("converge {n} new PrometheusRules, median of {}", ratios.len()),
+        ours: format!("{:.2} s", median(operator_times).as_secs_f64()),
+        floor: format!("{:.2} s", median(floor_times).as_secs_f64()),
+        ratio: format!("{:.2}× (median of the rounds' ratios)", ratios[ratios.len() / 2]),
+        command: "`cargo xtask bench runtime`: operator from process start to the last owned ConfigMap; floor: the finalizer patch and the child's apply from 64 requests in flight".to_owned(),
+    }];
+    let per = |count: u64| count as f64 / n as f64;
+    let verbs: Vec<String> = measured
+        .operator_requests
+        .iter()
+        .filter(|(verb, _)| !matches!(verb.as_str(), "watch" | "list"))
+        .map(|(verb, count)| format!("{verb} {:.2}", per(*count)))
+        .collect();
+    let server: Vec<String> = measured
+        .server_requests
+        .iter()
+        .map(|((verb, resource), count)| format!("{verb} {resource} {:.2}", per(*count)))
+        .collect();
+    rows.push(Row {
+        figure: "API requests per new primary (beyond list and watch)".to_owned(),
+        ours: verbs.join(", "),
+        floor: "patch 2.00 (the finalizer, the child's apply)".to_owned(),
+        ratio: String::new(),
+        command: format!(
+            "operator_api_requests_total on the operator; the API server's apiserver_request_total, which also counts the bench's creates and the garbage collector: {}",
+            server.join(", ")
+        ),
+    });
+    rows.push(Row {
+        figure: "writes on restart of the converged world".to_owned(),
+        ours: measured.restart_writes.to_string(),
+        floor: "0".to_owned(),
+        ratio: String::new(),
+        command: "operator_api_requests_total for create, update, patch and delete after a restart, once ready".to_owned(),
+    });
+    let small = measured.peak_bytes;
+    rows.push(Row {
+        figure: format!("peak RSS at {n} primaries and children"),
+        ours: format!("{:.0} MiB", small as f64 / 1048576.0),
+        floor: String::new(),
+        ratio: String::new(),
+        command: "VmHWM of the operator process".to_owned(),
+    });
+    if args.memory_primaries > n {
+        let big = args.memory_primaries;
+        let measured = bench.operator_round("bench-memory", big).await?;
+        let pair = measured.peak_bytes.saturating_sub(small) as f64 / (big - n) as f64;
+        rows.push(Row {
+            figure: format!("peak RSS at {big} primaries and children"),
+            ours: format!("{:.0} MiB", measured.peak_bytes as f64 / 1048576.0),
+            floor: String::new(),
+            ratio: String::new(),
+            command: format!(
+                "VmHWM; converged in {:.1} s",
+                measured.converged.as_secs_f64()
+            ),
+        });
+        rows.push(Row {
+            figure: "peak RSS per primary and child pair".to_owned(),
+            ours: format!("{:.1} KiB", pair / 1024.0),
+            floor: String::new(),
+            ratio: String::new(),
+            command: format!("(VmHWM at {big} − VmHWM at {n}) / {}", big - n),
+        });
+    }
+    Ok(rows)
+}
+
+/// What one operator round measured.
+struct OperatorRound {
+    converged: Duration,
+    /// `operator_api_requests_total` by verb, while converging.
+    operator_requests: BTreeMap<String, u64>,
+    /// The API server's writes by verb and resource, while converging.
+    server_requests: BTreeMap<(String, String), u64>,
+    restart_writes: u64,
+    peak_bytes: u64,
+}
+
+impl Bench {
+    async fn start(workspace: &Path) -> Result<Self> {
+        let cluster = Cluster::new(workspace.to_owned());
+        if !cluster.is_ready() {
+            cluster.up()?;
+        }
+        let status = Command::new(env!("CARGO"))
+            .args([
+                "build",
+                "--release",
+                "--quiet",
+                "-p",
+                "example-operator",
+                "--bin",
+                "example-operator",
+            ])
+            .current_dir(workspace)
+            .status()?;
+        if !status.success() {
+            bail!("building example-operator failed");
+        }
+        let admin = client(&cluster.admin_kubeconfig()).await?;
+        let kubectl = cluster.kubectl()?;
+        let dir = workspace.join("example-operator");
+        for file in ["deploy/crd.yaml", "deploy/rbac.yaml"] {
+            let status = Command::new(&kubectl)
+                .env("KUBECONFIG", cluster.admin_kubeconfig())
+                .args(["apply", "--server-side", "--force-conflicts", "-f"])
+                .arg(dir.join(file))
+                .stdout(Stdio::null())
+                .status()?;
+            if !status.success() {
+                bail!("applying example-operator's {file} failed");
+            }
+        }
+        let logs = workspace.join("target/bench/runtime");
+        fs::create_dir_all(&logs)?;
+        Ok(Self {
+            operator_kubeconfig: cluster.operator_kubeconfig("example-operator")?,
+            operator_binary: workspace.join("target/release/example-operator"),
+            admin,
+            logs,
+        })
+    }
+
+    /// A fresh namespace holding `n` primaries, none reconciled.
+    async fn primaries(&self, namespace: &str, n: usize) -> Result<Api<PrometheusRule>> {
+        let namespaces: Api<Namespace> = Api::all(self.admin.clone());
+        self.forget(namespace).await?;
+        let object =
+            json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}});
+        namespaces
+            .create(&PostParams::default(), &serde_json::from_value(object)?)
+            .await?;
+        let rules: Api<PrometheusRule> = Api::namespaced(self.admin.clone(), namespace);
+        futures::stream::iter(0..n)
+            .map(|i| {
+                let rules = rules.clone();
+                async move {
+                    let rule: PrometheusRule = serde_json::from_value(json!({
+                        "apiVersion": "monitoring.coreos.com/v1",
+                        "kind": "PrometheusRule",
+                        "metadata": {"name": format!("rule-{i}")},
+                        "spec": {"groups": [{"name": "bench.rules", "rules": [
+                            {"alert": format!("Alert{i}"), "expr": "vector(1)"}
+                        ]}]}
+                    }))?;
+                    rules.create(&PostParams::default(), &rule).await?;
+                    anyhow::Ok(())
+                }
+            })
+            .buffer_unordered(IN_FLIGHT)
+            .try_collect::<()>()
+            .await?;
+        Ok(rules)
+    }
+
+    /// Removes a namespace of an earlier round, finalizers first so nothing waits.
+    async fn forget(&self, namespace: &str) -> Result<()> {
+        let namespaces: Api<Namespace> = Api::all(self.admin.clone());
+        if namespaces.get_opt(namespace).await?.is_none() {
+            return Ok(());
+        }
+        let rules: Api<PrometheusRule> = Api::namespaced(self.admin.clone(), namespace);
+        let listed = rules.list(&ListParams::default()).await?;
+        futures::stream::iter(listed.items)
+            .map(|rule| {
+                let rules = rules.clone();
+                async move {
+                    let patch = json!({"metadata": {"finalizers": null}});
+                    rules
+                        .patch(
+                            &rule.name_any(),
+                            &PatchParams::default(),
+                            &Patch::Merge(&patch),
+                        )
+                        .await
+                        .map(drop)
+                }
+            })
+            .buffer_unordered(IN_FLIGHT)
+            .try_collect::<()>()
+            .await?;
+        namespaces
+            .delete(namespace, &DeleteParams::default())
+            .await?;
+        let started = Instant::now();
+        while namespaces.get_opt(namespace).await?.is_some() {
+            if started.elapsed() > Duration::from_secs(600) {
+                bail!("namespace {namespace} was not deleted within 10 minutes");
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+        Ok(())
+    }
+
+    /// Waits until `n` children exist in `namespace`, counting them from a watch.
+    async fn children(&self, namespace: &str, n: usize) -> Result<()> {
+        let config_maps: Api<ConfigMap> = Api::namespaced(self.admin.clone(), namespace);
+        let selector = format!("{MANAGED_BY_LABEL}={FIELD_MANAGER}");
+        let mut names = std::collections::HashSet::new();
+        let mut events = std::pin::pin!(
+            watcher(config_maps, watcher::Config::default().labels(&selector)).applied_objects()
+        );
+        while names.len() < n {
+            let Some(child) = events.try_next().await? else {
+                bail!("the watch of {namespace}'s children ended");
+            };
+            names.insert(child.name_any());
+        }
+        Ok(())
+    }
+
+    async fn operator_round(&self, namespace: &str, n: usize) -> Result<OperatorRound> {
+        self.primaries(namespace, n).await?;
+        let before = self.server_writes().await?;
+        let port = 19300;
+        let started = Instant::now();
+        let mut operator = self.start_operator(port, namespace)?;
+        let converged = self.children(namespace, n).await;
+        let converged = converged.map(|()| started.elapsed());
+        let result = async {
+            let converged = converged?;
+            // Let the reconciles the children's own events trigger finish, then count.
+            self.settle(port).await?;
+            let operator_requests = requests(port)?;
+            let peak_bytes = peak_rss(&operator)?;
+            let after = self.server_writes().await?;
+            let server_requests = after
+                .into_iter()
+                .map(|(key, count)| {
+                    let was = before.get(&key).copied().unwrap_or(0);
+                    (key, count.saturating_sub(was))
+                })
+                .filter(|(_, count)| *count > 0)
+                .collect();
+            stop(&mut operator);
+            let mut restarted = self.start_operator(port, namespace)?;
+            self.settle(port).await?;
+            let restart_writes = requests(port)?
+                .iter()
+                .filter(|(verb, _)| {
+                    matches!(verb.as_str(), "create" | "update" | "patch" | "delete")
+                })
+                .map(|(_, count)| count)
+                .sum();
+            stop(&mut restarted);
+            anyhow::Ok(OperatorRound {
+                converged,
+                operator_requests,
+                server_requests,
+                restart_writes,
+                peak_bytes,
+            })
+        }
+        .await;
+        stop(&mut operator);
+        self.forget(namespace).await?;
+        result
+    }
+
+    /// The writes an ideal operator must make for each primary, from many requests in
+    /// flight: the finalizer patch and the child's server-side apply.
+    async fn floor_round(&self, namespace: &str, n: usize) -> Result<Duration> {
+        let rules = self.primaries(namespace, n).await?;
+        let listed = rules.list(&ListParams::default()).await?.items;
+        let config_maps: Api<ConfigMap> = Api::namespaced(self.admin.clone(), namespace);
+        let started = Instant::now();
+        futures::stream::iter(listed)
+            .map(|rule| {
+                let (rules, config_maps) = (rules.clone(), config_maps.clone());
+                async move {
+                    let finalizer = json!({"metadata": {"finalizers": [FINALIZER]}});
+                    rules
+                        .patch(
+                            &rule.name_any(),
+                            &PatchParams::default(),
+                            &Patch::Merge(&finalizer),
+                        )
+                        .await?;
+                    let mut child = rule_config_map(&rule).map_err(|e| anyhow::anyhow!("{e}"))?;
+                    let owner = rule
+                        .controller_owner_ref(&())
+                        .context("the rule has a uid")?;
+                    child.metadata.owner_references = Some(vec![owner]);
+                    child
+                        .labels_mut()
+                        .insert(MANAGED_BY_LABEL.to_owned(), FIELD_MANAGER.to_owned());
+                    let params = PatchParams::apply(FIELD_MANAGER).force();
+                    config_maps
+                        .patch(&child.name_any(), &params, &Patch::Apply(&child))
+                        .await?;
+                    anyhow::Ok(())
+                }
+            })
+            .buffer_unordered(IN_FLIGHT)
+            .try_collect::<()>()
+            .await?;
+        let took = started.elapsed();
+        self.forget(namespace).await?;
+        Ok(took)
+    }
+
+    fn start_operator(&self, port: u16, namespace: &str) -> Result<Child> {
+        let log = fs::File::create(self.logs.join(format!("{namespace}.log")))?;
+        Command::new(&self.operator_binary)
+            .env("KUBECONFIG", &self.operator_kubeconfig)
+            .env("RUST_LOG", "warn")
+            .env("LOG_FORMAT", "json")
+            .env("METRICS_ADDR", format!("127.0.0.1:{port}"))
+            .env("POD_NAMESPACE", OPERATOR_NAMESPACE)
+            .stdin(Stdio::null())
+            .stdout(log.try_clone()?)
+            .stderr(log)
+            .spawn()
+            .with_context(|| format!("starting {}", self.operator_binary.display()))
+    }
+
+    /// Waits until the operator is ready and its request count has not moved for 2 s.
+    async fn settle(&self, port: u16) -> Result<()> {
+        let started = Instant::now();
+        let mut last = None;
+        let mut still_since = Instant::now();
+        loop {
+            if started.elapsed() > Duration::from_secs(300) {
+                bail!("the operator did not settle within 5 minutes");
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+            let Ok(body) = http_get(port, "/readyz") else {
+                continue;
+            };
+            if !body.contains("ready") || body.contains("still") {
+                continue;
+            }
+            let total: u64 = requests(port)?.values().sum();
+            if last != Some(total) {
+                last = Some(total);
+                still_since = Instant::now();
+            } else if still_since.elapsed() > Duration::from_secs(2) {
+                return Ok(());
+            }
+        }
+    }
+
+    /// The API server's `apiserver_request_total` for writes, by verb and resource.
+    async fn server_writes(&self) -> Result<BTreeMap<(String, String), u64>> {
+        let request = http::Request::get("/metrics").body(Vec::new())?;
+        let text = self.admin.request_text(request).await?;
+        let mut counts = BTreeMap::new();
+        for line in text
+            .lines()
+            .filter(|l| l.starts_with("apiserver_request_total{"))
+        {
+            let label = |name: &str| {
+                line.split(&format!("{name}=\""))
+                    .nth(1)
+                    .and_then(|rest| rest.split('"').next())
+                    .unwrap_or_default()
+                    .to_owned()
+            };
+            let (verb, resource) = (label("verb"), label("resource"));
+            if !matches!(verb.as_str(), "POST" | "PUT" | "PATCH" | "DELETE" | "APPLY")
+                || !matches!(resource.as_str(), "prometheusrules" | "configmaps")
+            {
+                continue;
+            }
+            let count = line
+                .rsplit(' ')
+                .next()
+                .and_then(|v| v.parse::<f64>().ok())
+                .unwrap_or(0.0);
+            *counts.entry((verb, resource)).or_insert(0) += count as u64;
+        }
+        Ok(counts)
+    }
+}
+
+/// A client for `kubeconfig`.
+async fn client(kubeconfig: &Path) -> Result<Client> {
+    let config = kube::Config::from_custom_kubeconfig(
+        Kubeconfig::read_from(kubeconfig)?,
+        &KubeConfigOptions::default(),
+    )
+    .await?;
+    Ok(Client::try_from(config)?)
+}
+
+fn stop(operator: &mut Child) {
+    let _ = operator.kill();
+    let _ = operator.wait();
+}
+
+/// Peak resident memory of a running process.
+fn peak_rss(process: &Child) -> Result<u64> {
+    let status = fs::read_to_string(format!("/proc/{}/status", process.id()))?;
+    let kib: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .context("no VmHWM")?;
+    Ok(kib * 1024)
+}
+
+/// `operator_api_requests_total` of the operator on `port`, by verb.
+fn requests(port: u16) -> Result<BTreeMap<String, u64>> {
+    let text = http_get(port, "/metrics")?;
+    let mut counts = BTreeMap::new();
+    for line in text.lines() {
+        let Some(rest) = line.strip_prefix("operator_api_requests_total{verb=\"") else {
+            continue;
+        };
+        let Some((verb, value)) = rest.split_once("\"} ") else {
+            continue;
+        };
+        counts.insert(verb.to_owned(), value.trim().parse().unwrap_or(0));
+    }
+    Ok(counts)
+}
+
+fn http_get(port: u16, path: &str) -> Result<String> {
+    let mut stream = TcpStream::connect(("127.0.0.1", port))?;
+    stream.set_read_timeout(Some(Duration::from_secs(5)))?;
+    stream.write_all(format!("GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").as_bytes())?;
+    let mut text = String::new();
+    stream.read_to_string(&mut text)?;
+    Ok(text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_median_of_an_odd_count_is_the_middle_value() {
+        let ms = |v: &[u64]| v.iter().map(|&m| Duration::from_millis(m)).collect();
+        assert_eq!(median(ms(&[30, 10, 20])), Duration::from_millis(20));
+        assert_eq!(median(ms(&[5, 1, 4, 2, 3])), Duration::from_millis(3));
+    }
+
+    #[test]
+    fn a_process_costs_at_least_its_own_cpu_time() {
+        let cost = timed(
+            Command::new("sh").args(["-c", "i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done"]),
+            "a loop",
+        )
+        .expect("sh runs");
+        assert!(
+            cost.cpu > Duration::ZERO && cost.wall >= cost.cpu / 2,
+            "{:?} {:?}",
+            cost.wall,
+            cost.cpu
+        );
+        assert!(timed(&mut Command::new("false"), "false").is_err());
+    }
+}
