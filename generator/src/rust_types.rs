@@ -876,6 +876,30 @@ spec:
     }
 
     #[test]
+    fn a_type_openapi_does_not_have_becomes_any_value_with_a_warning_naming_its_path() {
+        let odd = CRD.replace(
+            "                size: { type: integer }\n",
+            "                size: { type: integer }\n                shape: { type: object, properties: { corner: { type: \"curve\\nfn x() {}\" } } }\n",
+        );
+        let types = types_for(&odd).unwrap();
+        assert!(
+            types
+                .code
+                .as_str()
+                .contains("pub corner: Option<serde_json::Value>"),
+            "{}",
+            types.code
+        );
+        assert_eq!(types.warnings.len(), 1, "{:?}", types.warnings);
+        let warning = &types.warnings[0];
+        assert!(
+            warning.contains("`spec.shape.corner`") && warning.contains("serde_json::Value"),
+            "{warning}"
+        );
+        assert!(!warning.contains('\n'), "{warning}");
+    }
+
+    #[test]
     fn boolean_enums_and_untyped_map_values_are_accepted() {
         let odd = CRD.replace(
             "                size: { type: integer }\n",

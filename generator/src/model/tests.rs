@@ -298,3 +298,58 @@ fn a_sample_that_does_not_fit_the_schema_is_refused() {
     let err = error_of("sample: {spec: {sise: 3}}");
     assert!(err.contains("spec.sise"), "{err}");
 }
+
+#[test]
+fn a_related_kind_never_shares_a_module_with_a_version() {
+    let related_crd = CRD
+        .replace("widgets.example.com", "v1s.other.example.com")
+        .replace("group: example.com", "group: other.example.com")
+        .replace("Widget", "V1")
+        .replace("plural: widgets", "plural: v1s")
+        .replace("singular: widget", "singular: v1")
+        .replace("listKind: WidgetList", "listKind: V1List");
+    let related = select(
+        "v1.yaml",
+        parse_all("v1.yaml", related_crd.as_bytes()).unwrap(),
+        &Selection::default(),
+    )
+    .unwrap();
+    let primary = select(
+        "w.yaml",
+        parse_all("w.yaml", CRD.as_bytes()).unwrap(),
+        &Selection::default(),
+    )
+    .unwrap();
+    let manifest = Manifest::parse(
+        "operator.yaml",
+        "watches: [{kind: V1, crd: v1.yaml, map: {label: example.com/widget}}]",
+    )
+    .unwrap();
+    let input = PrimaryInput::Crd {
+        selected: Box::new(primary),
+        dynamic: false,
+    };
+    let related = [RelatedCrd {
+        field: "watches[0]".to_owned(),
+        selected: related,
+    }];
+    let operator = analyze(
+        "operator.yaml",
+        &manifest,
+        &input,
+        &related,
+        CommandFlags::default(),
+    )
+    .unwrap();
+    let modules: Vec<&str> = operator
+        .versions
+        .iter()
+        .chain(&operator.related_types)
+        .map(|m| m.module.as_str())
+        .collect();
+    assert_eq!(modules, ["v1alpha1", "v1", "v1_2"]);
+    assert_eq!(
+        operator.watches[0].related.rust_path.as_str(),
+        "crate::types::v1_2::V1"
+    );
+}
