@@ -48,9 +48,15 @@ impl Job {
     /// built from the job rather than taken from argv. Generated files name only the flags,
     /// never their paths ([`crate::model::CommandFlags`]).
     pub fn command(&self) -> String {
-        let mut command = String::from("cargo xtask gen");
+        self.command_as("cargo xtask", Path::new(DEFAULT_OUT))
+    }
+
+    /// [`Job::command`] for `program` (`operator-gen`), whose `gen` writes `default_out`
+    /// when given no `--out`.
+    pub fn command_as(&self, program: &str, default_out: &Path) -> String {
+        let mut command = format!("{program} gen");
         let manifest = self.manifest.as_ref().map(|p| p.display().to_string());
-        let out = (self.out != Path::new(DEFAULT_OUT)).then(|| self.out.display().to_string());
+        let out = (self.out != default_out).then(|| self.out.display().to_string());
         let flags = [
             ("crd", &self.crd),
             ("kind", &self.kind),
@@ -126,6 +132,20 @@ mod tests {
         assert_eq!(
             job.command(),
             "cargo xtask gen --crd - --version v1 --out ops/widget"
+        );
+    }
+
+    #[test]
+    fn another_program_is_named_with_its_own_default_folder_left_out() {
+        let here = Job::new(".");
+        assert_eq!(
+            here.command_as("operator-gen", Path::new(".")),
+            "operator-gen gen"
+        );
+        let elsewhere = Job::new("ops/widget");
+        assert_eq!(
+            elsewhere.command_as("operator-gen", Path::new(".")),
+            "operator-gen gen --out ops/widget"
         );
     }
 

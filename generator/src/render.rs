@@ -32,8 +32,8 @@ enum Format {
 
 /// One template and where its output goes.
 struct Template {
+    /// Its path in `templates/`, as `operator_gen_templates::FILES` names it.
     name: &'static str,
-    source: &'static str,
     output: &'static str,
     ownership: Ownership,
     format: Format,
@@ -45,7 +45,6 @@ macro_rules! template {
     ($file:literal => $output:literal, $ownership:ident, $format:ident $(, $archetype:ident)*) => {
         Template {
             name: $file,
-            source: include_str!(concat!("../../templates/", $file)),
             output: $output,
             ownership: Ownership::$ownership,
             format: Format::$format,
@@ -82,37 +81,12 @@ const TEMPLATES: &[Template] = &[
     template!("tests/cluster.rs.tera" => "tests/cluster.rs", Generated, RustAsWritten, Imported),
 ];
 
-/// Templates that others include.
-const PARTIALS: &[(&str, &str)] = &[
-    (
-        "_policy.rs.tera",
-        include_str!("../../templates/_policy.rs.tera"),
-    ),
-    (
-        "_failures.rs.tera",
-        include_str!("../../templates/_failures.rs.tera"),
-    ),
-    (
-        "_runtime.rs.tera",
-        include_str!("../../templates/_runtime.rs.tera"),
-    ),
-    (
-        "_drive.rs.tera",
-        include_str!("../../templates/_drive.rs.tera"),
-    ),
-];
-
 /// The template engine: every template and partial, parsed once per process, with
 /// autoescaping on for all of them and an escape function that refuses raw text.
 fn engine() -> Result<&'static Tera> {
     static ENGINE: std::sync::OnceLock<Result<Tera, Error>> = std::sync::OnceLock::new();
-    let engine = ENGINE.get_or_init(|| {
-        let sources = PARTIALS
-            .iter()
-            .copied()
-            .chain(TEMPLATES.iter().map(|t| (t.name, t.source)));
-        guarded_engine(sources)
-    });
+    let engine =
+        ENGINE.get_or_init(|| guarded_engine(operator_gen_templates::FILES.iter().copied()));
     engine.as_ref().map_err(|e| Error::Template {
         template: "templates/".to_owned(),
         reason: e.to_string(),
@@ -352,11 +326,7 @@ mod tests {
 
     #[test]
     fn templates_use_no_filter_that_rewrites_text() {
-        let sources = PARTIALS
-            .iter()
-            .copied()
-            .chain(TEMPLATES.iter().map(|t| (t.name, t.source)));
-        for (name, source) in sources {
+        for &(name, source) in operator_gen_templates::FILES {
             for filter in filters(source) {
                 assert!(
                     ALLOWED_FILTERS.contains(&filter.as_str()),
@@ -373,6 +343,28 @@ mod tests {
             filters("{{ a | upper }} |x| {% if b|safe %}"),
             ["upper", "safe"]
         );
+    }
+
+    #[test]
+    fn every_output_has_a_template_and_every_template_an_output_or_includer() {
+        let embedded: Vec<&str> = operator_gen_templates::FILES.iter().map(|f| f.0).collect();
+        for template in TEMPLATES {
+            assert!(
+                embedded.contains(&template.name),
+                "{} is not embedded",
+                template.name
+            );
+        }
+        for name in embedded {
+            let rendered = TEMPLATES.iter().any(|t| t.name == name);
+            let included = operator_gen_templates::FILES
+                .iter()
+                .any(|(_, text)| text.contains(&format!("include \"{name}\"")));
+            assert!(
+                rendered || included,
+                "{name} is neither rendered nor included"
+            );
+        }
     }
 
     #[test]

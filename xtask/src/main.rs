@@ -1,15 +1,16 @@
-//! `cargo xtask`: the project's commands. `gen`, `new` and `corpus` are thin shells over the
-//! `operator-gen` library; `cluster` runs a real control plane, `e2e` runs the operators on
-//! it, and `bench` measures `gen` and a generated operator against their floors.
+//! `cargo xtask`: the project's commands. `gen` and `new` are the installable `operator-gen`
+//! command's own (`operator-gen-cli`), with this repository's default crate; `corpus` is a
+//! thin shell over the `operator-gen` library; `cluster` runs a real control plane, `e2e`
+//! runs the operators on it, and `bench` measures `gen` and a generated operator against
+//! their floors.
 
 mod bench;
 mod cluster;
 mod corpus;
 mod e2e;
-mod gen_cmd;
-mod new_cmd;
 
 use clap::{Parser, Subcommand};
+use operator_gen_cli::{Shell, generate, scaffold, shown};
 
 #[derive(Parser)]
 #[command(name = "cargo xtask", about = "operator-gen project tasks")]
@@ -21,9 +22,9 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Generate (or regenerate) an operator crate from a CRD and an operator.yaml.
-    Gen(gen_cmd::GenArgs),
+    Gen(generate::GenArgs),
     /// Start a new operator crate for one of the object archetypes.
-    New(new_cmd::NewArgs),
+    New(scaffold::NewArgs),
     /// Generate and compile-check an operator for every CRD in a folder.
     Corpus(corpus::CorpusArgs),
     /// Measure `gen` against kopium and a generated operator against the API server's floor.
@@ -37,9 +38,9 @@ enum Command {
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Gen(args) => gen_cmd::run(args),
+        Command::Gen(args) => generate::run(args, &shell()),
         Command::Corpus(args) => corpus::run(args),
-        Command::New(args) => new_cmd::run(args),
+        Command::New(args) => scaffold::run(args, &shell()),
         Command::Bench(args) => bench::run(args),
         Command::Cluster(args) => cluster::run(args),
         Command::E2e(args) => e2e::run(args),
@@ -53,10 +54,13 @@ fn main() -> std::process::ExitCode {
     }
 }
 
-/// `value` as one printable line, for echoing paths and names a person typed (or a CRD
-/// holds) back to their terminal.
-fn shown(value: &dyn std::fmt::Display) -> String {
-    operator_gen::text::Text::new(value.to_string()).comment()
+/// `gen` and `new` as this repository offers them: without `--out`, `gen` regenerates the
+/// crate the README's main command names.
+fn shell() -> Shell {
+    Shell {
+        name: "cargo xtask",
+        default_out: operator_gen::job::DEFAULT_OUT.into(),
+    }
 }
 
 /// The workspace root: xtask's own folder's parent.

@@ -1,4 +1,4 @@
-//! `cargo xtask new <dir>`: start an operator crate for one of the object archetypes.
+//! `new <dir>`: start an operator crate for one of the object archetypes.
 
 use std::{path::PathBuf, process::ExitCode};
 
@@ -7,6 +7,8 @@ use operator_gen::{
     manifest::Derived,
     scaffold::{self, NewOperator, NewPrimary},
 };
+
+use crate::{Shell, shown};
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct NewArgs {
@@ -51,7 +53,8 @@ pub struct NewArgs {
     pub allow_http: bool,
 }
 
-pub fn run(args: NewArgs) -> anyhow::Result<ExitCode> {
+/// Runs `new` as `shell` offers it.
+pub fn run(args: NewArgs, shell: &Shell) -> anyhow::Result<ExitCode> {
     let primary = if let Some(source) = args.crd {
         NewPrimary::Crd {
             source,
@@ -85,15 +88,14 @@ pub fn run(args: NewArgs) -> anyhow::Result<ExitCode> {
         primary,
         allow_http: args.allow_http,
     };
-    let (generated, report) =
-        scaffold::create(&new).with_context(|| format!("creating {}", new.dir.display()))?;
+    let dir = shown(&new.dir.display());
+    let (generated, report) = scaffold::create(&new).with_context(|| format!("creating {dir}"))?;
     println!(
-        "created {} ({:?} operator for {}): {report}\nbuild it with `cargo build` in that folder; \
-         regenerate with `cargo xtask gen --out {}`",
-        new.dir.display(),
+        "created {dir} ({:?} operator for {}): {report}\nbuild it with `cargo build` in that folder; \
+         regenerate with `{} gen --out {dir}`",
         generated.operator.archetype,
-        generated.operator.primary.kind,
-        new.dir.display()
+        shown(&generated.operator.primary.kind),
+        shell.name,
     );
     Ok(ExitCode::SUCCESS)
 }

@@ -1,11 +1,11 @@
-//! `cargo xtask gen`: generate an operator crate, or check that a generated one is current.
+//! `gen`: generate an operator crate, or check that a generated one is current.
 
 use std::{path::PathBuf, process::ExitCode, time::Instant};
 
 use anyhow::Context as _;
-use operator_gen::{Job, Mode, job::DEFAULT_OUT};
+use operator_gen::{Job, Mode};
 
-use crate::shown;
+use crate::{Shell, shown};
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct GenArgs {
@@ -21,9 +21,11 @@ pub struct GenArgs {
     /// The operator manifest; `<out>/operator.yaml` when present, else no relations.
     #[arg(long)]
     pub manifest: Option<PathBuf>,
-    /// Output crate directory.
-    #[arg(long, default_value = DEFAULT_OUT)]
-    pub out: PathBuf,
+    /// Output crate directory. Without it: the folder of `--manifest`, else the current folder
+    /// for `operator-gen`, and generated/prometheusrule-controller for `cargo xtask` in the
+    /// operator-gen repository.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
     /// Write nothing; exit non-zero when a file would change.
     #[arg(long)]
     pub check: bool,
@@ -39,14 +41,19 @@ pub struct GenArgs {
     pub allow_http: bool,
 }
 
-pub fn run(args: GenArgs) -> anyhow::Result<ExitCode> {
+/// Runs `gen` as `shell` offers it; the exit code says whether a check found changes.
+pub fn run(args: GenArgs, shell: &Shell) -> anyhow::Result<ExitCode> {
     let started = Instant::now();
+    let out = args
+        .out
+        .or_else(|| manifest_folder(args.manifest.as_deref()))
+        .unwrap_or_else(|| shell.default_out.clone());
     let job = Job {
         crd: args.crd,
         kind: args.kind,
         version: args.version,
         manifest: args.manifest,
-        out: args.out,
+        out,
         allow_http: args.allow_http,
     };
     let check = args.check || args.diff;
@@ -95,7 +102,7 @@ pub fn run(args: GenArgs) -> anyhow::Result<ExitCode> {
         eprintln!("warning: {}", shown(warning));
     }
     if check && !report.changed().is_empty() {
-        let command = shown(&job.command());
+        let command = shown(&job.command_as(shell.name, &shell.default_out));
         for path in report.hand_edited() {
             eprintln!(
                 "{} was edited by hand, so `{command}` will refuse to overwrite it: move the edit \
@@ -111,4 +118,31 @@ pub fn run(args: GenArgs) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::FAILURE);
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The folder a manifest belongs to, which is the crate it describes: a manifest never
+/// regenerates another crate because `--out` was left out.
+fn manifest_folder(manifest: Option<&std::path::Path>) -> Option<PathBuf> {
+    let folder = manifest?.parent()?;
+    Some(if folder.as_os_str().is_empty() {
+        PathBuf::from(".")
+    } else {
+        folder.to_owned()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::*;
+
+    #[test]
+    fn a_manifest_names_its_own_folder_as_the_crate() {
+        let nested = manifest_folder(Some(Path::new("../my-op/operator.yaml")));
+        assert_eq!(nested, Some(PathBuf::from("../my-op")));
+        let here = manifest_folder(Some(Path::new("operator.yaml")));
+        assert_eq!(here, Some(PathBuf::from(".")));
+        assert_eq!(manifest_folder(None), None);
+    }
 }

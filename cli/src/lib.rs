@@ -1,0 +1,38 @@
+//! The `operator-gen` command line: `gen` regenerates an operator crate from its CRD and
+//! `operator.yaml`, `new` starts one.
+//!
+//! Each subcommand's arguments are defined once, in [`generate::GenArgs`] and [`scaffold::NewArgs`],
+//! and run by [`generate::run`] and [`scaffold::run`]. The installed binary (`src/main.rs`) and the
+//! operator-gen repository's `cargo xtask gen/new` both parse these structs and call these
+//! functions; they differ only in the [`Shell`] they pass: its name, which the output
+//! repeats in the commands it suggests, and the crate `gen` writes when `--out` is not given.
+
+pub mod generate;
+pub mod scaffold;
+
+use std::path::PathBuf;
+
+/// What differs between the programs that offer these subcommands.
+#[derive(Debug, Clone)]
+pub struct Shell {
+    /// The command as a user types it (`operator-gen`, `cargo xtask`).
+    pub name: &'static str,
+    /// The crate `gen` writes without `--out`.
+    pub default_out: PathBuf,
+}
+
+impl Shell {
+    /// The installed `operator-gen` binary: without `--out`, `gen` works on the current folder.
+    pub fn installed() -> Self {
+        Self {
+            name: "operator-gen",
+            default_out: PathBuf::from("."),
+        }
+    }
+}
+
+/// `value` as one printable line, for echoing paths and names a person typed (or a CRD
+/// holds) back to their terminal.
+pub fn shown(value: &dyn std::fmt::Display) -> String {
+    operator_gen::text::Text::new(value.to_string()).comment()
+}

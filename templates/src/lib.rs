@@ -1,0 +1,121 @@
+//! The Tera templates that `operator-gen` renders an operator crate from.
+//!
+//! The `.tera` files sit at the top of this folder, where a reader of the repository looks for
+//! them; this crate only embeds them, so that the generator, which depends on it, packages and
+//! installs without reaching outside its own package. Which template becomes which file, and
+//! what a template may print, is the generator's business (`operator_gen::render`).
+
+/// Every template, by its path in this folder (`deploy/rbac.yaml.tera`), with its text.
+/// Templates whose name starts with `_` are partials that others include.
+pub const FILES: &[(&str, &str)] = &[
+    ("Cargo.toml.tera", include_str!("../Cargo.toml.tera")),
+    ("Dockerfile.tera", include_str!("../Dockerfile.tera")),
+    ("README.md.tera", include_str!("../README.md.tera")),
+    ("_drive.rs.tera", include_str!("../_drive.rs.tera")),
+    ("_failures.rs.tera", include_str!("../_failures.rs.tera")),
+    ("_policy.rs.tera", include_str!("../_policy.rs.tera")),
+    ("_runtime.rs.tera", include_str!("../_runtime.rs.tera")),
+    ("controller.rs.tera", include_str!("../controller.rs.tera")),
+    (
+        "controller_dynamic.rs.tera",
+        include_str!("../controller_dynamic.rs.tera"),
+    ),
+    (
+        "controller_generic.rs.tera",
+        include_str!("../controller_generic.rs.tera"),
+    ),
+    ("crdgen.rs.tera", include_str!("../crdgen.rs.tera")),
+    (
+        "deploy/crd.yaml.tera",
+        include_str!("../deploy/crd.yaml.tera"),
+    ),
+    (
+        "deploy/deployment.yaml.tera",
+        include_str!("../deploy/deployment.yaml.tera"),
+    ),
+    (
+        "deploy/rbac.yaml.tera",
+        include_str!("../deploy/rbac.yaml.tera"),
+    ),
+    ("error.rs.tera", include_str!("../error.rs.tera")),
+    ("leader.rs.tera", include_str!("../leader.rs.tera")),
+    ("lib.rs.tera", include_str!("../lib.rs.tera")),
+    ("main.rs.tera", include_str!("../main.rs.tera")),
+    ("reconcile.rs.tera", include_str!("../reconcile.rs.tera")),
+    (
+        "reconcile_derived.rs.tera",
+        include_str!("../reconcile_derived.rs.tera"),
+    ),
+    (
+        "reconcile_dynamic.rs.tera",
+        include_str!("../reconcile_dynamic.rs.tera"),
+    ),
+    (
+        "reconcile_generic.rs.tera",
+        include_str!("../reconcile_generic.rs.tera"),
+    ),
+    ("telemetry.rs.tera", include_str!("../telemetry.rs.tera")),
+    (
+        "tests/cluster.rs.tera",
+        include_str!("../tests/cluster.rs.tera"),
+    ),
+    ("types.rs.tera", include_str!("../types.rs.tera")),
+    (
+        "types_builtin.rs.tera",
+        include_str!("../types_builtin.rs.tera"),
+    ),
+    (
+        "types_derived.rs.tera",
+        include_str!("../types_derived.rs.tera"),
+    ),
+    (
+        "types_dynamic.rs.tera",
+        include_str!("../types_dynamic.rs.tera"),
+    ),
+];
+
+/// The text of the template at `name`, a path in this folder.
+pub fn source(name: &str) -> Option<&'static str> {
+    FILES
+        .iter()
+        .find(|(file, _)| *file == name)
+        .map(|(_, text)| *text)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::*;
+
+    /// Collects the `.tera` files under `dir`, as paths relative to `root`.
+    fn tera_files(root: &Path, dir: &Path, found: &mut Vec<String>) {
+        let entries = std::fs::read_dir(dir).expect("the templates folder is readable");
+        for entry in entries.map(|e| e.expect("a readable entry").path()) {
+            if entry.is_dir() {
+                tera_files(root, &entry, found);
+            } else if entry.extension().is_some_and(|e| e == "tera") {
+                let relative = entry.strip_prefix(root).expect("under the root");
+                found.push(relative.to_string_lossy().replace('\\', "/"));
+            }
+        }
+    }
+
+    #[test]
+    fn every_tera_file_in_the_folder_is_embedded_and_nothing_else() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let mut on_disk = Vec::new();
+        tera_files(root, root, &mut on_disk);
+        on_disk.sort();
+        let mut embedded: Vec<String> = FILES.iter().map(|(name, _)| (*name).to_owned()).collect();
+        embedded.sort();
+        assert_eq!(embedded, on_disk);
+    }
+
+    #[test]
+    fn a_template_is_found_by_its_path_and_a_missing_one_is_not() {
+        let rbac = source("deploy/rbac.yaml.tera").expect("the RBAC template is embedded");
+        assert!(rbac.contains("ClusterRole"), "{rbac}");
+        assert_eq!(source("deploy/missing.tera"), None);
+    }
+}
