@@ -678,7 +678,10 @@ impl Suite {
         let child = command
             .env("KUBECONFIG", &self.kubeconfig)
             .env("LOG_FORMAT", "json")
-            .env("RUST_LOG", "info")
+            .env(
+                "RUST_LOG",
+                std::env::var("E2E_RUST_LOG").unwrap_or_else(|_| "info".to_owned()),
+            )
             .env("METRICS_ADDR", format!("127.0.0.1:{metrics}"))
             .env("POD_NAME", replica)
             .env("POD_NAMESPACE", OPERATOR_NAMESPACE)
