@@ -31,6 +31,14 @@ impl Shell {
     }
 }
 
+/// The exit code of a subcommand's `result`, printing its error as one line.
+pub fn exit_code(result: anyhow::Result<std::process::ExitCode>) -> std::process::ExitCode {
+    result.unwrap_or_else(|error| {
+        eprintln!("error: {}", shown(&format!("{error:#}")));
+        std::process::ExitCode::FAILURE
+    })
+}
+
 /// `value` as one printable line, for echoing paths and names a person typed (or a CRD
 /// holds) back to their terminal.
 pub fn shown(value: &dyn std::fmt::Display) -> String {

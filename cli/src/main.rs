@@ -3,7 +3,7 @@
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use operator_gen_cli::{Shell, generate, scaffold, shown};
+use operator_gen_cli::{Shell, exit_code, generate, scaffold};
 
 /// Turn a CustomResourceDefinition into a kube-rs operator crate, and keep it current.
 #[derive(Parser)]
@@ -29,11 +29,5 @@ fn main() -> ExitCode {
         Command::Gen(args) => generate::run(args, &shell),
         Command::New(args) => scaffold::run(args, &shell),
     };
-    match result {
-        Ok(code) => code,
-        Err(error) => {
-            eprintln!("error: {}", shown(&format!("{error:#}")));
-            ExitCode::FAILURE
-        }
-    }
+    exit_code(result)
 }

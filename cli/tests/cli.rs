@@ -1,7 +1,7 @@
 //! The installed `operator-gen` binary, run as a user runs it: from any folder.
 
 use std::{
-    path::{Path, PathBuf},
+    path::Path,
     process::{Command, Output},
 };
 
@@ -21,9 +21,15 @@ fn text(output: &Output) -> String {
     )
 }
 
-/// The PrometheusRule CRD this repository bundles.
-fn bundled_crd() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../crds/monitoring.coreos.com/prometheusrules.yaml")
+/// Runs `operator-gen new <name>` in `folder` on the PrometheusRule CRD this repository
+/// bundles, asserting that it succeeds; returns what it printed.
+fn new_crate(folder: &Path, name: &str) -> String {
+    let crd = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../crds/monitoring.coreos.com/prometheusrules.yaml");
+    let crd = crd.to_str().expect("a UTF-8 path");
+    let created = operator_gen(folder, &["new", name, "--crd", crd]);
+    assert!(created.status.success(), "{}", text(&created));
+    text(&created)
 }
 
 #[test]
@@ -60,14 +66,10 @@ fn every_subcommand_explains_itself() {
 #[test]
 fn a_new_crate_regenerates_from_its_own_folder_with_no_flags() {
     let scratch = tempfile::tempdir().expect("a scratch folder");
-    let crd = bundled_crd();
-    let crd = crd.to_str().expect("a UTF-8 path");
-    let created = operator_gen(scratch.path(), &["new", "rules-operator", "--crd", crd]);
-    assert!(created.status.success(), "{}", text(&created));
+    let created = new_crate(scratch.path(), "rules-operator");
     assert!(
-        text(&created).contains("operator-gen gen --out rules-operator"),
-        "{}",
-        text(&created)
+        created.contains("operator-gen gen --out rules-operator"),
+        "{created}"
     );
 
     let crate_dir = scratch.path().join("rules-operator");
@@ -83,10 +85,7 @@ fn a_new_crate_regenerates_from_its_own_folder_with_no_flags() {
 #[test]
 fn a_manifest_without_out_regenerates_its_own_folder() {
     let scratch = tempfile::tempdir().expect("a scratch folder");
-    let crd = bundled_crd();
-    let crd = crd.to_str().expect("a UTF-8 path");
-    let created = operator_gen(scratch.path(), &["new", "mine", "--crd", crd]);
-    assert!(created.status.success(), "{}", text(&created));
+    new_crate(scratch.path(), "mine");
     // Hand-edit a generated file, then point --manifest at the crate from outside it: the
     // run must work on that crate (and refuse the edit), not on the current folder.
     let lib = scratch.path().join("mine/src/error.rs");

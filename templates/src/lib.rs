@@ -74,14 +74,6 @@ pub const FILES: &[(&str, &str)] = &[
     ),
 ];
 
-/// The text of the template at `name`, a path in this folder.
-pub fn source(name: &str) -> Option<&'static str> {
-    FILES
-        .iter()
-        .find(|(file, _)| *file == name)
-        .map(|(_, text)| *text)
-}
-
 #[cfg(test)]
 mod tests {
     use std::path::Path;
@@ -114,8 +106,9 @@ mod tests {
 
     #[test]
     fn a_template_is_found_by_its_path_and_a_missing_one_is_not() {
-        let rbac = source("deploy/rbac.yaml.tera").expect("the RBAC template is embedded");
+        let found = |name: &str| FILES.iter().find(|(file, _)| *file == name).map(|f| f.1);
+        let rbac = found("deploy/rbac.yaml.tera").expect("the RBAC template is embedded");
         assert!(rbac.contains("ClusterRole"), "{rbac}");
-        assert_eq!(source("deploy/missing.tera"), None);
+        assert_eq!(found("deploy/missing.tera"), None);
     }
 }

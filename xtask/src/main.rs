@@ -10,7 +10,7 @@ mod corpus;
 mod e2e;
 
 use clap::{Parser, Subcommand};
-use operator_gen_cli::{Shell, generate, scaffold, shown};
+use operator_gen_cli::{Shell, exit_code, generate, scaffold};
 
 #[derive(Parser)]
 #[command(name = "cargo xtask", about = "operator-gen project tasks")]
@@ -45,13 +45,7 @@ fn main() -> std::process::ExitCode {
         Command::Cluster(args) => cluster::run(args),
         Command::E2e(args) => e2e::run(args),
     };
-    match result {
-        Ok(code) => code,
-        Err(error) => {
-            eprintln!("error: {}", shown(&format!("{error:#}")));
-            std::process::ExitCode::FAILURE
-        }
-    }
+    exit_code(result)
 }
 
 /// `gen` and `new` as this repository offers them: without `--out`, `gen` regenerates the
