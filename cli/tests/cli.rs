@@ -1,8 +1,9 @@
 //! The installed `operator-gen` binary, run as a user runs it: from any folder.
 
 use std::{
-    path::Path,
-    process::{Command, Output},
+    io::Write as _,
+    path::{Path, PathBuf},
+    process::{Command, Output, Stdio},
 };
 
 fn operator_gen(folder: &Path, args: &[&str]) -> Output {
@@ -21,11 +22,42 @@ fn text(output: &Output) -> String {
     )
 }
 
+/// `operator-gen` run in `folder` with `stdin` as its standard input.
+fn operator_gen_with_stdin(folder: &Path, args: &[&str], stdin: &[u8]) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_operator-gen"))
+        .args(args)
+        .current_dir(folder)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("operator-gen runs");
+    child
+        .stdin
+        .take()
+        .expect("a pipe")
+        .write_all(stdin)
+        .expect("operator-gen reads stdin");
+    child.wait_with_output().expect("operator-gen ends")
+}
+
+/// The operator-gen workspace, whose Cargo.lock and target folder a generated crate reuses.
+fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("cli/ sits in the workspace")
+        .to_owned()
+}
+
+/// The PrometheusRule CRD this repository bundles.
+fn bundled_crd() -> PathBuf {
+    workspace().join("crds/monitoring.coreos.com/prometheusrules.yaml")
+}
+
 /// Runs `operator-gen new <name>` in `folder` on the PrometheusRule CRD this repository
 /// bundles, asserting that it succeeds; returns what it printed.
 fn new_crate(folder: &Path, name: &str) -> String {
-    let crd = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../crds/monitoring.coreos.com/prometheusrules.yaml");
+    let crd = bundled_crd();
     let crd = crd.to_str().expect("a UTF-8 path");
     let created = operator_gen(folder, &["new", name, "--crd", crd]);
     assert!(created.status.success(), "{}", text(&created));
@@ -98,4 +130,111 @@ fn a_manifest_without_out_regenerates_its_own_folder() {
         .expect("listable")
         .collect();
     assert_eq!(entries.len(), 1, "nothing was written beside the crate");
+}
+
+#[test]
+fn a_crd_from_stdin_is_saved_beside_the_manifest_and_regenerates_with_no_flags() {
+    let scratch = tempfile::tempdir().expect("a scratch folder");
+    let crd = std::fs::read(bundled_crd()).expect("the bundled CRD");
+    let first = operator_gen_with_stdin(
+        scratch.path(),
+        &["gen", "--crd", "-", "--out", "rules"],
+        &crd,
+    );
+    assert!(first.status.success(), "{}", text(&first));
+
+    let crate_dir = scratch.path().join("rules");
+    assert_eq!(
+        std::fs::read(crate_dir.join("crd.yaml")).expect("saved"),
+        crd
+    );
+    let manifest = std::fs::read_to_string(crate_dir.join("operator.yaml")).expect("recorded");
+    assert!(manifest.contains("crd: crd.yaml"), "{manifest}");
+    let header = std::fs::read_to_string(crate_dir.join("src/main.rs")).expect("generated");
+    assert!(
+        header.contains("Regenerate with `operator-gen gen` in this crate's folder."),
+        "{header}"
+    );
+
+    let again = operator_gen(&crate_dir, &["gen"]);
+    assert!(again.status.success(), "{}", text(&again));
+    assert!(
+        text(&again).contains("0 created, 0 updated"),
+        "{}",
+        text(&again)
+    );
+    let checked = operator_gen(&crate_dir, &["gen", "--check"]);
+    assert!(checked.status.success(), "{}", text(&checked));
+}
+
+#[test]
+fn an_edited_manifest_reaches_the_generated_code_on_the_next_run() {
+    let scratch = tempfile::tempdir().expect("a scratch folder");
+    new_crate(scratch.path(), "rules");
+    let crate_dir = scratch.path().join("rules");
+    let manifest = crate_dir.join("operator.yaml");
+    let edited =
+        std::fs::read_to_string(&manifest).expect("scaffolded") + "owns: [{ kind: ConfigMap }]\n";
+    std::fs::write(&manifest, edited).expect("writable");
+
+    let stale = operator_gen(&crate_dir, &["gen", "--check"]);
+    assert!(!stale.status.success(), "{}", text(&stale));
+    assert!(
+        text(&stale).contains("would change src/controller.rs"),
+        "{}",
+        text(&stale)
+    );
+    let run = operator_gen(&crate_dir, &["gen"]);
+    assert!(run.status.success(), "{}", text(&run));
+    let controller =
+        std::fs::read_to_string(crate_dir.join("src/controller.rs")).expect("generated");
+    assert!(controller.contains("ConfigMap"), "the owned kind is wired");
+    let rbac = std::fs::read_to_string(crate_dir.join("deploy/rbac.yaml")).expect("generated");
+    assert!(rbac.contains("configmaps"), "{rbac}");
+}
+
+/// Builds a crate made outside the workspace as its user would, with the workspace's
+/// Cargo.lock copied in (so no version is resolved anew) and the target folder the compile
+/// test shares (so kube is not rebuilt from scratch).
+#[test]
+fn a_crate_made_outside_the_workspace_builds_with_the_workspace_lock() {
+    let scratch = tempfile::tempdir().expect("a scratch folder");
+    new_crate(scratch.path(), "rules");
+    let crate_dir = scratch.path().join("rules");
+    let lock = std::fs::read_to_string(workspace().join("Cargo.lock")).expect("the lock");
+    std::fs::write(crate_dir.join("Cargo.lock"), &lock).expect("writable");
+    let build = Command::new(env!("CARGO"))
+        .args(["build", "--quiet"])
+        .current_dir(&crate_dir)
+        .env(
+            "CARGO_TARGET_DIR",
+            workspace().join("target/generated-crates"),
+        )
+        .env("CARGO_PROFILE_DEV_DEBUG", "false")
+        .env("RUSTFLAGS", "-D warnings")
+        .output()
+        .expect("cargo runs");
+    assert!(build.status.success(), "{}", text(&build));
+
+    let versions = |text: &str| -> std::collections::BTreeSet<(String, String)> {
+        let table: toml::Table = text.parse().expect("a Cargo.lock");
+        table["package"]
+            .as_array()
+            .expect("packages")
+            .iter()
+            .filter(|p| p.get("source").is_some())
+            .map(|p| {
+                (
+                    p["name"].as_str().unwrap_or_default().to_owned(),
+                    p["version"].as_str().unwrap_or_default().to_owned(),
+                )
+            })
+            .collect()
+    };
+    let used = std::fs::read_to_string(crate_dir.join("Cargo.lock")).expect("the crate's lock");
+    let new: Vec<_> = versions(&used)
+        .difference(&versions(&lock))
+        .cloned()
+        .collect();
+    assert!(new.is_empty(), "resolved anew: {new:?}");
 }

@@ -98,13 +98,22 @@ pub enum Error {
     },
 
     /// `new` was pointed at a folder that already holds files.
-    #[error("{} exists and is not empty; `new` only creates. To regenerate an existing operator run `cargo xtask gen --out {}`", shown(&.dir.display()), shown(&.dir.display()))]
+    #[error("{} exists and is not empty; `new` only creates. To regenerate an existing operator run `gen` in its folder, or `gen --out {}`", shown(&.dir.display()), shown(&.dir.display()))]
     Occupied { dir: PathBuf },
 
     /// `--out` holds a Cargo project that operator-gen did not make; writing would overwrite
     /// its Cargo.toml.
     #[error("{} holds a Cargo project not made by operator-gen (its Cargo.toml has no operator-gen header); point --out at an empty folder or at a crate operator-gen generated", shown(&.dir.display()))]
     ForeignCrate { dir: PathBuf },
+
+    /// `--out` holds an operator generated for another primary than this run's; writing would
+    /// replace one operator's generated code with another's beside the first one's user code.
+    #[error("{} holds the operator generated for {}, and this run generates one for {}; point --out at another folder, or pass --force to replace its generated files (the files you own are kept)", shown(&.dir.display()), shown(&.recorded), shown(&.given))]
+    OtherPrimary {
+        dir: PathBuf,
+        recorded: String,
+        given: String,
+    },
 
     /// A write was interrupted (killed) and left its journal; check mode cannot restore it.
     #[error("an interrupted run left {}; run the same command without --check to restore the folder first", shown(&.journal.display()))]

@@ -4,7 +4,9 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::{CrdSource, Generated, Manifest, Mode, Report, Request, Result, Selection};
+use crate::{
+    CrdSource, Generated, Manifest, Mode, Plan, Report, Request, Result, Selection, record,
+};
 
 /// The crate `cargo xtask gen` writes when given no arguments.
 pub const DEFAULT_OUT: &str = "generated/prometheusrule-controller";
@@ -83,6 +85,24 @@ impl Job {
         })
     }
 
+    /// Whether this run records its inputs in a new `operator.yaml`: a CRD was given and the
+    /// crate has no manifest yet.
+    fn records_inputs(&self) -> bool {
+        self.crd.is_some() && self.manifest_path().is_none()
+    }
+
+    /// Whether `--manifest` names another file than the crate's own `operator.yaml`, so a
+    /// later run in the crate's folder needs it again.
+    fn manifest_elsewhere(&self) -> bool {
+        let same = |a: &Path, b: &Path| match (std::path::absolute(a), std::path::absolute(b)) {
+            (Ok(a), Ok(b)) => crate::normalize(&a) == crate::normalize(&b),
+            _ => false,
+        };
+        self.manifest
+            .as_deref()
+            .is_some_and(|m| !same(m, &self.out.join("operator.yaml")))
+    }
+
     /// Reads the manifest and assembles the request.
     pub fn request(&self) -> Result<Request> {
         let manifest_path = self.manifest_path();
@@ -90,28 +110,53 @@ impl Job {
             Some(path) => Manifest::load(path)?,
             None => Manifest::default(),
         };
+        let mut crd = self.crd.as_deref().map(CrdSource::parse);
+        // What the run records in the new manifest, a later run in the crate's folder finds
+        // there, so the regenerate command leaves it out.
+        let recorded = self.records_inputs();
+        if recorded && crd == Some(CrdSource::Stdin) {
+            // Read now: the run both generates from it and saves it beside the manifest.
+            let bytes = CrdSource::Stdin.read()?;
+            crd = Some(CrdSource::Read {
+                origin: CrdSource::Stdin.to_string(),
+                bytes,
+            });
+        }
         Ok(Request {
             manifest,
             manifest_path,
-            crd: self.crd.as_deref().map(CrdSource::parse),
+            crd,
             selection: Selection {
                 crd: self.kind.clone(),
                 version: self.version.clone(),
             },
             flags: crate::model::CommandFlags {
-                crd: self.crd.is_some(),
-                kind: self.kind.is_some(),
-                version: self.version.is_some(),
-                manifest: self.manifest.is_some(),
+                crd: self.crd.is_some() && !recorded,
+                kind: self.kind.is_some() && !recorded,
+                version: self.version.is_some() && !recorded,
+                manifest: self.manifest_elsewhere(),
                 allow_http: self.allow_http,
             },
             allow_http: self.allow_http,
         })
     }
 
-    /// Generates and applies the plan to `out` in `mode`.
+    /// Generates, and applies the plan to `out` in `mode`, with the files that record the
+    /// run's inputs when the crate has none yet. A crate generated for another primary is
+    /// refused unless `mode` forces it.
     pub fn run(&self, mode: Mode) -> Result<(Generated, Report)> {
-        let generated = crate::generate(&self.request()?)?;
+        let request = self.request()?;
+        let mut generated = crate::generate(&request)?;
+        record::check_primary(&self.out, &generated.operator, mode)?;
+        if let (true, Some(source)) = (self.records_inputs(), &request.crd) {
+            let files = record::first_manifest(
+                source,
+                &self.out,
+                self.kind.as_deref(),
+                &generated.operator,
+            )?;
+            generated.plan = generated.plan.merged(Plan::new(files)?)?;
+        }
         let report = generated.plan.apply(&self.out, mode)?;
         Ok((generated, report))
     }
@@ -162,5 +207,105 @@ mod tests {
         );
         assert!(job.request().unwrap().allow_http);
         assert!(!Job::default().request().unwrap().allow_http);
+    }
+
+    /// A CRD file in `dir`, `widgets.example.com` or, with `kind`, another CRD.
+    fn crd_file(dir: &Path, kind: &str) -> PathBuf {
+        let path = dir.join(format!("{}.yaml", kind.to_lowercase()));
+        let text = crate::crd_document::tests::CRD
+            .replace("Widget", kind)
+            .replace("widget", &kind.to_lowercase());
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+
+    #[test]
+    fn a_first_run_records_its_crd_and_then_regenerates_with_no_flags() {
+        let tmp = tempfile::tempdir().unwrap();
+        let crd = crd_file(tmp.path(), "Widget");
+        let out = tmp.path().join("ops/widget");
+        let job = Job {
+            crd: Some(crd.display().to_string()),
+            version: Some("v1alpha1".into()),
+            ..Job::new(&out)
+        };
+        job.run(Mode::Write { force: false }).unwrap();
+
+        let manifest = Manifest::load(&out.join("operator.yaml")).unwrap();
+        assert_eq!(manifest.primary.crd.as_deref(), Some("../../widget.yaml"));
+        assert_eq!(manifest.primary.kind.as_deref(), Some("Widget"));
+        assert_eq!(manifest.primary.version.as_deref(), Some("v1alpha1"));
+        let controller = std::fs::read_to_string(out.join("src/controller.rs")).unwrap();
+        assert!(
+            controller.contains("Regenerate with `operator-gen gen` in this crate's folder."),
+            "{}",
+            controller.lines().take(3).collect::<Vec<_>>().join("\n")
+        );
+
+        let (_, report) = Job::new(&out).run(Mode::Check).unwrap();
+        assert!(report.changed().is_empty(), "{report:?}");
+    }
+
+    #[test]
+    fn a_run_over_a_crate_with_a_manifest_leaves_the_manifest_and_names_its_overrides() {
+        let tmp = tempfile::tempdir().unwrap();
+        let crd = crd_file(tmp.path(), "Widget");
+        let out = tmp.path().join("widget");
+        let first = Job {
+            crd: Some(crd.display().to_string()),
+            ..Job::new(&out)
+        };
+        first.run(Mode::Write { force: false }).unwrap();
+        let manifest = std::fs::read(out.join("operator.yaml")).unwrap();
+
+        let again = Job {
+            version: Some("v1alpha1".into()),
+            ..first
+        };
+        let (generated, _) = again.run(Mode::Write { force: false }).unwrap();
+        assert_eq!(std::fs::read(out.join("operator.yaml")).unwrap(), manifest);
+        assert_eq!(
+            generated.operator.provenance.regenerate.raw(),
+            "operator-gen gen --crd <CRD> --version v1alpha1"
+        );
+    }
+
+    #[test]
+    fn a_crate_generated_for_one_crd_is_not_replaced_by_another_without_force() {
+        let tmp = tempfile::tempdir().unwrap();
+        let out = tmp.path().join("widget");
+        let widget = Job {
+            crd: Some(crd_file(tmp.path(), "Widget").display().to_string()),
+            ..Job::new(&out)
+        };
+        widget.run(Mode::Write { force: false }).unwrap();
+        let before = std::fs::read(out.join("src/controller.rs")).unwrap();
+
+        // The manifest the first run wrote names the kind Widget, which --kind overrides.
+        let gadget = Job {
+            crd: Some(crd_file(tmp.path(), "Gadget").display().to_string()),
+            kind: Some("Gadget".into()),
+            ..Job::new(&out)
+        };
+        for mode in [Mode::Check, Mode::Write { force: false }] {
+            let err = gadget.run(mode).unwrap_err().to_string();
+            assert!(
+                err.contains("generated for widgets.example.com")
+                    && err.contains("one for gadgets.example.com")
+                    && err.contains("--force"),
+                "{err}"
+            );
+        }
+        assert_eq!(
+            std::fs::read(out.join("src/controller.rs")).unwrap(),
+            before
+        );
+
+        gadget.run(Mode::Write { force: true }).unwrap();
+        let cargo = std::fs::read_to_string(out.join("Cargo.toml")).unwrap();
+        assert!(
+            cargo.contains("primary = \"gadgets.example.com\""),
+            "{cargo}"
+        );
     }
 }

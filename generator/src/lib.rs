@@ -6,7 +6,9 @@
 //! relations, [`model`] analyzes both into a typed model (running kopium through
 //! [`rust_types`] and deciding every name in [`naming`]), [`render`] turns the model into a
 //! [`write_plan::Plan`] through the Tera templates in `templates/`, and
-//! [`write_plan`] is the only code that touches disk. Text from the inputs reaches files only
+//! [`write_plan`] is the only code that writes to disk. [`record`] keeps what a crate needs to
+//! regenerate from its own folder: the manifest a first run leaves, and the primary a later run
+//! must match. Text from the inputs reaches files only
 //! as [`text`]'s escaped values, which [`render`] enforces. [`generate`] strings them together,
 //! [`job::Job`] is the command-line view of a run, and [`scaffold`] starts a new crate
 //! (its manifest, then a first run). [`k8s_catalog`], [`schema_path`] and [`schema_sample`]
@@ -24,6 +26,7 @@ pub mod limits;
 pub mod manifest;
 pub mod model;
 pub mod naming;
+pub mod record;
 pub mod render;
 pub mod rust_types;
 pub mod scaffold;
@@ -274,7 +277,7 @@ fn primary_input(request: &Request) -> Result<model::PrimaryInput> {
 
 /// Removes `.` and `dir/..` pairs without touching the filesystem, so paths in messages read
 /// `crds/x.yaml` rather than `generated/op/../../crds/x.yaml`.
-fn normalize(path: &Path) -> PathBuf {
+pub(crate) fn normalize(path: &Path) -> PathBuf {
     use std::path::Component;
     let mut out = PathBuf::new();
     for component in path.components() {

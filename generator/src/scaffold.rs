@@ -9,6 +9,7 @@ use crate::{
     error::{Error, Result},
     manifest::Derived,
     model::CommandFlags,
+    record::SAVED_CRD,
     write_plan::{Ownership, Plan, PlannedFile},
 };
 
@@ -87,7 +88,7 @@ pub fn create(new: &NewOperator) -> Result<(Generated, Report)> {
                         reason: "not UTF-8".to_owned(),
                     })?;
                     files.push(PlannedFile {
-                        path: "crd.yaml".into(),
+                        path: SAVED_CRD.into(),
                         contents: text.clone(),
                         ownership: Ownership::Scaffold,
                     });
@@ -95,54 +96,19 @@ pub fn create(new: &NewOperator) -> Result<(Generated, Report)> {
                         origin,
                         bytes: text.as_bytes().to_vec(),
                     });
-                    "crd.yaml".to_owned()
+                    SAVED_CRD.to_owned()
                 }
             };
-            let mut lines = vec![format!("  crd: {}", yaml_string(&crd))];
-            lines.extend(kind.as_ref().map(|k| format!("  kind: {}", yaml_string(k))));
-            lines.extend(
-                version
-                    .as_ref()
-                    .map(|v| format!("  version: {}", yaml_string(v))),
-            );
-            if *dynamic {
-                lines.push("  dynamic: true".to_owned());
+            NewPrimary::Crd {
+                source: crd,
+                kind: kind.clone(),
+                version: version.clone(),
+                dynamic: *dynamic,
             }
-            lines.join("\n")
         }
-        NewPrimary::Builtin(kind) => format!("  builtin: {}", yaml_string(kind)),
-        NewPrimary::Derived(d) => {
-            let mut lines = vec![
-                "  derive:".to_owned(),
-                format!("    kind: {}", yaml_string(&d.kind)),
-                format!("    group: {}", yaml_string(&d.group)),
-                format!("    version: {}", yaml_string(&d.version)),
-            ];
-            lines.extend(
-                d.plural
-                    .as_ref()
-                    .map(|p| format!("    plural: {}", yaml_string(p))),
-            );
-            lines.push(format!("    namespaced: {}", d.namespaced));
-            lines.join("\n")
-        }
-        NewPrimary::Generic(kinds) => {
-            let kinds: Vec<String> = kinds.iter().map(|k| yaml_string(k)).collect();
-            format!("  generic: [{}]", kinds.join(", "))
-        }
+        other => other.clone(),
     };
-    let manifest = format!(
-        "# The operator's manifest: see \"Manifest reference\" in operator-gen's README.
-# Edit it and run `cargo xtask gen --out <this folder>` to regenerate the generated files.
-name: {name}
-primary:
-{primary}
-# owns: [{{ kind: ConfigMap }}]
-# watches: [{{ kind: Secret, map: {{ label: example.com/owner }} }}]
-# external: [{{ name: registry, source: poll, interval: 1m }}]
-",
-        name = yaml_string(&name),
-    );
+    let manifest = crate::record::manifest_text(&name, &primary);
     let manifest_path = new.dir.join("operator.yaml");
     let request = Request {
         manifest: Manifest::parse(&manifest_path.display().to_string(), &manifest)?,
@@ -150,7 +116,7 @@ primary:
         // A local CRD is read where it is now; the crate's copy holds the same bytes.
         crd: local_crd,
         selection: Selection::default(),
-        // The crate regenerates from its own operator.yaml: `gen --out <this folder>`.
+        // The crate regenerates from its own operator.yaml: `gen` in its folder.
         flags: CommandFlags::default(),
         allow_http: new.allow_http,
     };
@@ -225,11 +191,6 @@ fn check_flags(primary: &NewPrimary) -> Result<()> {
         NewPrimary::Generic(kinds) => kinds.iter().try_for_each(|kind| builtin("--kinds", kind)),
         NewPrimary::Crd { .. } => Ok(()),
     }
-}
-
-/// `text` as a YAML scalar, from the YAML serializer.
-fn yaml_string(text: &str) -> String {
-    crate::text::Text::from(text).yaml()
 }
 
 /// Whether `dir` is a folder `create` would refuse.

@@ -226,7 +226,7 @@ fn new_refuses_a_folder_with_files_in_it() {
         .expect_err("an occupied folder is refused")
         .to_string();
     assert!(
-        err.contains("not empty") && err.contains("cargo xtask gen"),
+        err.contains("not empty") && err.contains("`gen --out "),
         "{err}"
     );
     assert_eq!(

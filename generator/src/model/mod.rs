@@ -32,8 +32,9 @@ use crate::{
 /// Generator-wide facts that do not come from the inputs.
 #[derive(Debug, Clone, Serialize)]
 pub struct Provenance {
-    /// How to regenerate the crate, quoted in every generated header. It names the flags a
-    /// run was given but none of their paths, so it reads the same wherever the run started.
+    /// How to regenerate the crate from its folder, quoted in every generated header. It names
+    /// the flags a run was given but none of their paths, so it reads the same wherever the run
+    /// started.
     pub regenerate: Text,
     pub generator_version: Constant,
 }
@@ -317,10 +318,12 @@ fn description(archetype: Archetype, primary: &Primary) -> Text {
     })
 }
 
-/// The command generated headers name. Paths are replaced by what they stand for, and the
-/// kind and version are the selected CRD's own, which are checked names.
+/// The command generated headers name, typed in the crate's folder. It names only what the
+/// crate's `operator.yaml` does not record, which is nothing unless a run overrode that
+/// manifest with flags; paths are replaced by what they stand for, and the kind and version
+/// are the selected CRD's own, which are checked names.
 fn provenance(flags: CommandFlags, primary: &Primary) -> Provenance {
-    let mut command = String::from("cargo xtask gen");
+    let mut command = String::from("operator-gen gen");
     if flags.crd {
         command.push_str(" --crd <CRD>");
     }
@@ -336,7 +339,6 @@ fn provenance(flags: CommandFlags, primary: &Primary) -> Provenance {
     if flags.allow_http {
         command.push_str(" --allow-http");
     }
-    command.push_str(" --out <this crate>");
     Provenance {
         regenerate: Text::new(command),
         generator_version: Constant(env!("CARGO_PKG_VERSION")),

@@ -54,8 +54,13 @@ pub struct Primary {
     /// The smallest valid body of the primary (everything but `apiVersion`, `kind` and
     /// `metadata`) as JSON, when the generator knows the schema.
     pub sample: Option<Text>,
-    /// Whether the version was chosen by default (the storage version) rather than asked for.
+    /// Whether the version was chosen by default (the storage version) rather than asked for,
+    /// for the command's report; never rendered, because it says how the command was typed.
+    #[serde(skip)]
     pub version_defaulted: bool,
+    /// Whether the version is the CRD's storage version, a fact about the CRD that generated
+    /// docs state.
+    pub storage_version: bool,
     /// Where the CRD came from, for the command's report; never rendered, because it is a
     /// path or URL as typed.
     #[serde(skip)]
@@ -131,6 +136,7 @@ impl Names<'_> {
             conditions: None,
             sample: None,
             version_defaulted: false,
+            storage_version: false,
             origin: String::new(),
         }
     }
@@ -183,6 +189,7 @@ fn imported(
         primary.crd_name = Text::from(selected.name());
         primary.origin = selected.origin.clone();
         primary.version_defaulted = selected.defaulted;
+        primary.storage_version = version.storage;
         return Ok(PrimaryFacts::plain(primary, Archetype::Dynamic));
     }
     let types = rust_types::generate(selected)?;
@@ -224,6 +231,7 @@ fn imported(
     }
     primary.origin = selected.origin.clone();
     primary.version_defaulted = selected.defaulted;
+    primary.storage_version = version.storage;
     Ok(PrimaryFacts {
         primary,
         archetype: Archetype::Imported,

@@ -284,7 +284,7 @@ fn headers_name_flags_but_no_paths() {
     .unwrap();
     assert_eq!(
         operator.provenance.regenerate.raw(),
-        "cargo xtask gen --crd <CRD> --kind Widget --manifest <operator.yaml> --out <this crate>"
+        "operator-gen gen --crd <CRD> --kind Widget --manifest <operator.yaml>"
     );
 }
 

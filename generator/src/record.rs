@@ -1,0 +1,341 @@
+//! What a generated crate records about its inputs, so that `gen` in its folder needs no
+//! flags, and so that no run replaces one operator with another unasked.
+//!
+//! - [`manifest_text`] writes an `operator.yaml`: `new` writes one for every crate it starts,
+//!   and [`first_manifest`] writes one when `gen --crd` meets a crate that has none. It holds
+//!   where the CRD comes from (a file relative to the manifest, a URL as given, stdin saved as
+//!   `crd.yaml` beside it), the kind and the version. Once written it is the user's, and never
+//!   overwritten.
+//! - Cargo.toml's `[package.metadata.operator-gen] primary` names the CRD a crate was generated
+//!   for, and [`check_primary`] refuses a run that would generate another without `--force`.
+
+use std::{
+    io::Read,
+    path::{Component, Path},
+};
+
+use crate::{
+    CrdSource, Mode,
+    error::{Error, Result},
+    limits::MAX_MANIFEST_BYTES,
+    model::Operator,
+    scaffold::NewPrimary,
+    write_plan::{Ownership, PlannedFile},
+};
+
+/// The file a CRD read from stdin is saved as, beside the manifest that names it.
+pub const SAVED_CRD: &str = "crd.yaml";
+
+/// The `operator.yaml` of a crate named `name` whose primary is `primary`. Every value goes
+/// through the YAML serializer, so text from a CRD or a command line stays one scalar.
+pub fn manifest_text(name: &str, primary: &NewPrimary) -> String {
+    format!(
+        "# The operator's manifest: see \"Manifest reference\" in operator-gen's README.
+# Edit it and run `operator-gen gen` in this folder to regenerate the generated files.
+name: {name}
+primary:
+{primary}
+# owns: [{{ kind: ConfigMap }}]
+# watches: [{{ kind: Secret, map: {{ label: example.com/owner }} }}]
+# external: [{{ name: registry, source: poll, interval: 1m }}]
+",
+        name = yaml_string(name),
+        primary = primary_lines(primary),
+    )
+}
+
+fn primary_lines(primary: &NewPrimary) -> String {
+    match primary {
+        NewPrimary::Crd {
+            source,
+            kind,
+            version,
+            dynamic,
+        } => {
+            let mut lines = vec![format!("  crd: {}", yaml_string(source))];
+            lines.extend(kind.as_ref().map(|k| format!("  kind: {}", yaml_string(k))));
+            lines.extend(
+                version
+                    .as_ref()
+                    .map(|v| format!("  version: {}", yaml_string(v))),
+            );
+            if *dynamic {
+                lines.push("  dynamic: true".to_owned());
+            }
+            lines.join("\n")
+        }
+        NewPrimary::Builtin(kind) => format!("  builtin: {}", yaml_string(kind)),
+        NewPrimary::Derived(d) => {
+            let mut lines = vec![
+                "  derive:".to_owned(),
+                format!("    kind: {}", yaml_string(&d.kind)),
+                format!("    group: {}", yaml_string(&d.group)),
+                format!("    version: {}", yaml_string(&d.version)),
+            ];
+            lines.extend(
+                d.plural
+                    .as_ref()
+                    .map(|p| format!("    plural: {}", yaml_string(p))),
+            );
+            lines.push(format!("    namespaced: {}", d.namespaced));
+            lines.join("\n")
+        }
+        NewPrimary::Generic(kinds) => {
+            let kinds: Vec<String> = kinds.iter().map(|k| yaml_string(k)).collect();
+            format!("  generic: [{}]", kinds.join(", "))
+        }
+    }
+}
+
+/// `text` as a YAML scalar, from the YAML serializer.
+fn yaml_string(text: &str) -> String {
+    crate::text::Text::from(text).yaml()
+}
+
+/// The files that record a `gen --crd` run's inputs in `out`, which has no manifest: the
+/// manifest itself, and the CRD when it came from stdin and has no other home. `source` is
+/// the CRD as the run read it (stdin already read, as [`CrdSource::Read`]); `kind` is the
+/// `--kind` given, which picked the CRD out of its source, else the CRD's own kind.
+pub fn first_manifest(
+    source: &CrdSource,
+    out: &Path,
+    kind: Option<&str>,
+    operator: &Operator,
+) -> Result<Vec<PlannedFile>> {
+    let mut files = Vec::new();
+    let recorded = match source {
+        CrdSource::Url(url) => url.clone(),
+        CrdSource::File(path) => relative_to(path, out)?,
+        CrdSource::Stdin | CrdSource::Read { .. } => {
+            files.push(saved_crd(source, out)?);
+            SAVED_CRD.to_owned()
+        }
+    };
+    let primary = &operator.primary;
+    let manifest = manifest_text(
+        operator.crate_name.raw(),
+        &NewPrimary::Crd {
+            source: recorded,
+            kind: Some(kind.unwrap_or(primary.kind.raw()).to_owned()),
+            version: Some(primary.version.raw().to_owned()),
+            dynamic: false,
+        },
+    );
+    files.push(PlannedFile {
+        path: "operator.yaml".into(),
+        contents: manifest,
+        ownership: Ownership::Scaffold,
+    });
+    Ok(files)
+}
+
+/// The CRD read from stdin, as `crd.yaml` in `out`. A `crd.yaml` already there with other
+/// bytes is the user's and is kept, so the run is refused rather than record a manifest
+/// that would name the wrong CRD.
+fn saved_crd(source: &CrdSource, out: &Path) -> Result<PlannedFile> {
+    let bytes = source.read()?;
+    let origin = source.to_string();
+    let text = String::from_utf8(bytes).map_err(|e| Error::Read {
+        origin: origin.clone(),
+        reason: format!(
+            "not valid UTF-8 at byte {}; a CRD is saved as text beside operator.yaml",
+            e.utf8_error().valid_up_to()
+        ),
+    })?;
+    let path = out.join(SAVED_CRD);
+    if let Some(existing) = read_small(&path)?
+        && existing != text.as_bytes()
+    {
+        return Err(Error::Read {
+            origin,
+            reason: format!(
+                "{} exists with other contents, and the CRD from stdin would be saved there; pass that file with --crd, or move it away",
+                path.display()
+            ),
+        });
+    }
+    Ok(PlannedFile {
+        path: SAVED_CRD.into(),
+        contents: text,
+        ownership: Ownership::Scaffold,
+    })
+}
+
+/// `file` as a path relative to `dir`, with `/` separators, so the manifest in `dir` finds
+/// it from wherever a later run starts.
+fn relative_to(file: &Path, dir: &Path) -> Result<String> {
+    let absolute = |path: &Path| {
+        std::path::absolute(path)
+            .map(|p| crate::normalize(&p))
+            .map_err(|e| Error::Read {
+                origin: path.display().to_string(),
+                reason: format!("cannot resolve the path: {e}"),
+            })
+    };
+    let (file_abs, dir_abs) = (absolute(file)?, absolute(dir)?);
+    let relative = pathdiff::diff_paths(&file_abs, &dir_abs).unwrap_or(file_abs);
+    let parts = relative
+        .components()
+        .map(|c| match c {
+            Component::Normal(part) => part.to_str().map(str::to_owned),
+            Component::ParentDir => Some("..".to_owned()),
+            Component::RootDir => Some(String::new()),
+            other => other.as_os_str().to_str().map(str::to_owned),
+        })
+        .collect::<Option<Vec<_>>>()
+        .ok_or_else(|| Error::Read {
+            origin: file.display().to_string(),
+            reason:
+                "the path is not valid UTF-8, so operator.yaml cannot record it; rename the file"
+                    .to_owned(),
+        })?;
+    Ok(parts.join("/"))
+}
+
+/// Refuses to write `operator` over a crate in `out` that Cargo.toml records as generated for
+/// another primary, unless `mode` forces it. A crate that records none (made before the
+/// record existed, or not yet made) passes.
+pub fn check_primary(out: &Path, operator: &Operator, mode: Mode) -> Result<()> {
+    if mode == (Mode::Write { force: true }) {
+        return Ok(());
+    }
+    let given = operator.primary.crd_name.raw();
+    match recorded_primary(out)? {
+        Some(recorded) if recorded != given => Err(Error::OtherPrimary {
+            dir: out.to_owned(),
+            recorded,
+            given: given.to_owned(),
+        }),
+        _ => Ok(()),
+    }
+}
+
+/// The primary `out/Cargo.toml` records. A Cargo.toml that does not parse records none: the
+/// writer reports it as edited by hand.
+fn recorded_primary(out: &Path) -> Result<Option<String>> {
+    let Some(bytes) = read_small(&out.join("Cargo.toml"))? else {
+        return Ok(None);
+    };
+    let Ok(table) = std::str::from_utf8(&bytes)
+        .unwrap_or_default()
+        .parse::<toml::Table>()
+    else {
+        return Ok(None);
+    };
+    Ok(table
+        .get("package")
+        .and_then(|p| p.get("metadata"))
+        .and_then(|m| m.get("operator-gen"))
+        .and_then(|o| o.get("primary"))
+        .and_then(|p| p.as_str())
+        .map(str::to_owned))
+}
+
+/// The file at `path` when it exists, read within the manifest cap, since it is a small
+/// text file the run is about to compare with.
+fn read_small(path: &Path) -> Result<Option<Vec<u8>>> {
+    let file = match std::fs::File::open(path) {
+        Ok(file) => file,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(source) => {
+            return Err(Error::Write {
+                path: path.to_owned(),
+                source,
+            });
+        }
+    };
+    let mut bytes = Vec::new();
+    file.take(MAX_MANIFEST_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|source| Error::Write {
+            path: path.to_owned(),
+            source,
+        })?;
+    if bytes.len() as u64 > MAX_MANIFEST_BYTES {
+        return Err(Error::Limit {
+            origin: path.display().to_string(),
+            reason: format!(
+                "larger than the {} a generated file can be; move it away",
+                crate::limits::bytes(MAX_MANIFEST_BYTES)
+            ),
+        });
+    }
+    Ok(Some(bytes))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+
+    use super::*;
+
+    #[test]
+    fn a_file_is_recorded_relative_to_the_crate_with_forward_slashes() {
+        let tmp = tempfile::tempdir().unwrap();
+        let out = tmp.path().join("ops/widget");
+        let crd = tmp.path().join("crds/widget.yaml");
+        assert_eq!(relative_to(&crd, &out).unwrap(), "../../crds/widget.yaml");
+        let inside = out.join("crd.yaml");
+        assert_eq!(relative_to(&inside, &out).unwrap(), "crd.yaml");
+        let dotted = tmp.path().join("ops/./widget/../widget/x.yaml");
+        assert_eq!(relative_to(&dotted, &out).unwrap(), "x.yaml");
+    }
+
+    #[test]
+    fn a_manifest_holds_hostile_values_as_single_scalars() {
+        let text = manifest_text(
+            "op",
+            &NewPrimary::Crd {
+                source: "x.yaml\nowns: [{kind: Secret}]".to_owned(),
+                kind: Some("W # c".to_owned()),
+                version: Some("v1".to_owned()),
+                dynamic: false,
+            },
+        );
+        let parsed = crate::Manifest::parse("operator.yaml", &text).unwrap();
+        assert!(parsed.owns.is_empty(), "{text}");
+        assert_eq!(
+            parsed.primary.crd.as_deref(),
+            Some("x.yaml\nowns: [{kind: Secret}]")
+        );
+        assert_eq!(parsed.primary.kind.as_deref(), Some("W # c"));
+    }
+
+    #[test]
+    fn stdin_is_saved_beside_the_manifest_unless_another_crd_yaml_is_there() {
+        let tmp = tempfile::tempdir().unwrap();
+        let stdin = CrdSource::Read {
+            origin: "stdin".to_owned(),
+            bytes: b"kind: CustomResourceDefinition\n".to_vec(),
+        };
+        let saved = saved_crd(&stdin, tmp.path()).unwrap();
+        assert_eq!(saved.path, PathBuf::from(SAVED_CRD));
+        assert_eq!(saved.ownership, Ownership::Scaffold);
+        std::fs::write(tmp.path().join(SAVED_CRD), "kind: Other\n").unwrap();
+        let err = saved_crd(&stdin, tmp.path()).unwrap_err().to_string();
+        assert!(err.contains("crd.yaml exists with other contents"), "{err}");
+        std::fs::write(
+            tmp.path().join(SAVED_CRD),
+            "kind: CustomResourceDefinition\n",
+        )
+        .unwrap();
+        assert!(saved_crd(&stdin, tmp.path()).is_ok());
+    }
+
+    #[test]
+    fn a_cargo_toml_records_the_primary_it_was_generated_for() {
+        let tmp = tempfile::tempdir().unwrap();
+        assert_eq!(recorded_primary(tmp.path()).unwrap(), None);
+        std::fs::write(
+            tmp.path().join("Cargo.toml"),
+            "[package]\nname = \"x\"\n[package.metadata.operator-gen]\nprimary = \"widgets.example.com\"\n",
+        )
+        .unwrap();
+        assert_eq!(
+            recorded_primary(tmp.path()).unwrap().as_deref(),
+            Some("widgets.example.com")
+        );
+        std::fs::write(tmp.path().join("Cargo.toml"), "[package\n").unwrap();
+        assert_eq!(recorded_primary(tmp.path()).unwrap(), None);
+    }
+}
