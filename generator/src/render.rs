@@ -66,6 +66,7 @@ const TEMPLATES: &[Template] = &[
     template!("main.rs.tera" => "src/main.rs", Generated, RustAsWritten),
     template!("telemetry.rs.tera" => "src/telemetry.rs", Generated, RustAsWritten),
     template!("leader.rs.tera" => "src/leader.rs", Generated, RustAsWritten),
+    template!("settings.rs.tera" => "src/settings.rs", Generated, RustAsWritten),
     template!("controller.rs.tera" => "src/controller.rs", Generated, RustAsWritten, Imported, Builtin, Derived),
     template!("controller_dynamic.rs.tera" => "src/controller.rs", Generated, RustAsWritten, Dynamic),
     template!("controller_generic.rs.tera" => "src/controller.rs", Generated, RustAsWritten, Generic),

@@ -54,6 +54,7 @@ pub const FILES: &[(&str, &str)] = &[
         "reconcile_generic.rs.tera",
         include_str!("../reconcile_generic.rs.tera"),
     ),
+    ("settings.rs.tera", include_str!("../settings.rs.tera")),
     ("telemetry.rs.tera", include_str!("../telemetry.rs.tera")),
     (
         "tests/cluster.rs.tera",

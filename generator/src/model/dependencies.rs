@@ -31,6 +31,10 @@ const BASE: &[(&str, &str)] = &[
         "axum",
         r#"{ version = "0.8.9", default-features = false, features = ["http1", "tokio"] }"#,
     ),
+    (
+        "clap",
+        r#"{ version = "4.6.7", features = ["derive", "env"] }"#,
+    ),
     ("futures", r#""0.3.31""#),
     ("http", r#""1.3.1""#),
     ("kube-lease-manager", r#""0.13.1""#),
