@@ -189,7 +189,7 @@ fn an_edited_manifest_reaches_the_generated_code_on_the_next_run() {
     let controller =
         std::fs::read_to_string(crate_dir.join("src/controller.rs")).expect("generated");
     assert!(controller.contains("ConfigMap"), "the owned kind is wired");
-    let rbac = std::fs::read_to_string(crate_dir.join("deploy/rbac.yaml")).expect("generated");
+    let rbac = std::fs::read_to_string(crate_dir.join("deploy/base/rbac.yaml")).expect("generated");
     assert!(rbac.contains("configmaps"), "{rbac}");
 }
 

@@ -158,6 +158,10 @@ impl Job {
             generated.plan = generated.plan.merged(Plan::new(files)?)?;
         }
         let report = generated.plan.apply(&self.out, mode)?;
+        generated
+            .operator
+            .warnings
+            .extend(crate::migration::notes(&self.out));
         Ok((generated, report))
     }
 }

@@ -8,7 +8,7 @@
 //! [`write_plan::Plan`] through the Tera templates in `templates/`, and
 //! [`write_plan`] is the only code that writes to disk. [`record`] keeps what a crate needs to
 //! regenerate from its own folder: the manifest a first run leaves, and the primary a later run
-//! must match. Text from the inputs reaches files only
+//! must match; [`migration`] tells crates made by an older generator what to move. Text from the inputs reaches files only
 //! as [`text`]'s escaped values, which [`render`] enforces. [`generate`] strings them together,
 //! [`job::Job`] is the command-line view of a run, and [`scaffold`] starts a new crate
 //! (its manifest, then a first run). [`k8s_catalog`], [`schema_path`] and [`schema_sample`]
@@ -24,6 +24,7 @@ pub mod job;
 pub mod k8s_catalog;
 pub mod limits;
 pub mod manifest;
+pub mod migration;
 pub mod model;
 pub mod naming;
 pub mod record;

@@ -26,16 +26,32 @@ pub const FILES: &[(&str, &str)] = &[
     ),
     ("crdgen.rs.tera", include_str!("../crdgen.rs.tera")),
     (
-        "deploy/crd.yaml.tera",
-        include_str!("../deploy/crd.yaml.tera"),
+        "deploy/base/crd.yaml.tera",
+        include_str!("../deploy/base/crd.yaml.tera"),
     ),
     (
-        "deploy/deployment.yaml.tera",
-        include_str!("../deploy/deployment.yaml.tera"),
+        "deploy/base/deployment.yaml.tera",
+        include_str!("../deploy/base/deployment.yaml.tera"),
     ),
     (
-        "deploy/rbac.yaml.tera",
-        include_str!("../deploy/rbac.yaml.tera"),
+        "deploy/base/kustomization.yaml.tera",
+        include_str!("../deploy/base/kustomization.yaml.tera"),
+    ),
+    (
+        "deploy/base/rbac.yaml.tera",
+        include_str!("../deploy/base/rbac.yaml.tera"),
+    ),
+    (
+        "deploy/base/service.yaml.tera",
+        include_str!("../deploy/base/service.yaml.tera"),
+    ),
+    (
+        "deploy/deployment-patch.yaml.tera",
+        include_str!("../deploy/deployment-patch.yaml.tera"),
+    ),
+    (
+        "deploy/kustomization.yaml.tera",
+        include_str!("../deploy/kustomization.yaml.tera"),
     ),
     ("error.rs.tera", include_str!("../error.rs.tera")),
     ("leader.rs.tera", include_str!("../leader.rs.tera")),
@@ -108,7 +124,7 @@ mod tests {
     #[test]
     fn a_template_is_found_by_its_path_and_a_missing_one_is_not() {
         let found = |name: &str| FILES.iter().find(|(file, _)| *file == name).map(|f| f.1);
-        let rbac = found("deploy/rbac.yaml.tera").expect("the RBAC template is embedded");
+        let rbac = found("deploy/base/rbac.yaml.tera").expect("the RBAC template is embedded");
         assert!(rbac.contains("ClusterRole"), "{rbac}");
         assert_eq!(found("deploy/missing.tera"), None);
     }

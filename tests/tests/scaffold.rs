@@ -50,6 +50,54 @@ fn read(path: PathBuf) -> String {
 
 /// Builds every archetype, plus an imported operator whose manifest gained an `owns` after the
 /// user edited its reconcile, and runs their tests, all in one cargo invocation.
+/// `file` in `dir`, parsed as YAML.
+fn yaml(dir: &Path, file: &str) -> serde_json::Value {
+    serde_saphyr::from_str(&read(dir.join(file))).unwrap_or_else(|e| panic!("{file}: {e}"))
+}
+
+/// The generated kustomize base lists every object file beside it, and the user's overlay
+/// builds on it with a patch that names the base's own Deployment, so kustomize applies it.
+fn assert_overlay_patches_the_base(dir: &Path) {
+    let base = yaml(dir, "deploy/base/kustomization.yaml");
+    let mut listed: Vec<&str> = base["resources"]
+        .as_array()
+        .expect("resources")
+        .iter()
+        .filter_map(|r| r.as_str())
+        .collect();
+    listed.sort();
+    let mut beside: Vec<String> = std::fs::read_dir(dir.join("deploy/base"))
+        .expect("deploy/base")
+        .map(|e| {
+            e.expect("an entry")
+                .file_name()
+                .to_string_lossy()
+                .into_owned()
+        })
+        .filter(|name| name != "kustomization.yaml")
+        .collect();
+    beside.sort();
+    assert_eq!(listed, beside, "{}", dir.display());
+
+    let overlay = yaml(dir, "deploy/kustomization.yaml");
+    assert_eq!(overlay["bases"], serde_json::json!(["base"]));
+    let patches = overlay["patchesStrategicMerge"]
+        .as_array()
+        .expect("patches");
+    let deployment = yaml(dir, "deploy/base/deployment.yaml");
+    for patch in patches {
+        let patch = yaml(&dir.join("deploy"), patch.as_str().expect("a file name"));
+        for field in [
+            "/apiVersion",
+            "/kind",
+            "/metadata/name",
+            "/metadata/namespace",
+        ] {
+            assert_eq!(patch.pointer(field), deployment.pointer(field), "{field}");
+        }
+    }
+}
+
 #[test]
 fn every_archetype_builds_and_passes_its_tests_and_survives_a_new_relation() {
     let root = outside_workspace("archetypes");
@@ -95,6 +143,7 @@ fn every_archetype_builds_and_passes_its_tests_and_survives_a_new_relation() {
         };
         create(&new).unwrap_or_else(|e| panic!("new {name}: {e}"));
         assert!(dir.join("operator.yaml").exists() && dir.join("src/reconcile.rs").exists());
+        assert_overlay_patches_the_base(&dir);
         members.push(name.to_owned());
     }
     assert!(

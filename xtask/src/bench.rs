@@ -393,7 +393,7 @@ impl Bench {
         let admin = client(&cluster.admin_kubeconfig()).await?;
         let kubectl = cluster.kubectl()?;
         let dir = workspace.join("example-operator");
-        for file in ["deploy/crd.yaml", "deploy/rbac.yaml"] {
+        for file in ["deploy/base/crd.yaml", "deploy/base/rbac.yaml"] {
             let status = Command::new(&kubectl)
                 .env("KUBECONFIG", cluster.admin_kubeconfig())
                 .args(["apply", "--server-side", "--force-conflicts", "-f"])

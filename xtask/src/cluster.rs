@@ -11,7 +11,7 @@
 //! Identities come from a static token file. Besides an admin in `system:masters`, every
 //! operator crate in the workspace gets a token whose user is its ServiceAccount
 //! (`system:serviceaccount:default:<crate>`), so the bindings in its generated
-//! `deploy/rbac.yaml` are exactly what it may do.
+//! `deploy/base/rbac.yaml` are exactly what it may do.
 
 use std::{
     fs,
@@ -28,7 +28,7 @@ const KUBERNETES_VERSION: &str = "1.20.2";
 const ETCD_PORT: u16 = 23790;
 const ETCD_PEER_PORT: u16 = 23800;
 const API_PORT: u16 = 16443;
-/// The namespace whose ServiceAccounts the operators run as, as `deploy/rbac.yaml` says.
+/// The namespace whose ServiceAccounts the operators run as, as `deploy/base/rbac.yaml` says.
 pub const OPERATOR_NAMESPACE: &str = "default";
 
 #[derive(Args)]
@@ -390,7 +390,7 @@ pub fn operator_crates(workspace: &Path) -> Result<Vec<OperatorCrate>> {
     }
     let mut crates = Vec::new();
     for dir in dirs {
-        if dir.join("deploy/rbac.yaml").exists() {
+        if dir.join("deploy/base/rbac.yaml").exists() {
             crates.push(OperatorCrate {
                 name: package_name(&dir)?,
                 dir,

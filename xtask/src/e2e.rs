@@ -3,7 +3,7 @@
 //!
 //! The cluster is the one in `KUBECONFIG` when set, else `cargo xtask cluster`'s own. Each
 //! operator runs with a token whose user is its ServiceAccount, so the bindings in its
-//! generated `deploy/rbac.yaml` are all it may do: a missing verb fails a check, and the rules
+//! generated `deploy/base/rbac.yaml` are all it may do: a missing verb fails a check, and the rules
 //! themselves are asserted to grant nothing broad. On failure the tail of every process's log
 //! is printed; the logs stay in `target/e2e/`.
 
@@ -187,7 +187,7 @@ impl Suite {
     fn new(env: Env, operator: OperatorCrate) -> Result<Self> {
         let OperatorCrate { name, dir } = operator;
         let manifest = Manifest::load(&dir.join("operator.yaml"))?;
-        let crd_path = dir.join("deploy/crd.yaml");
+        let crd_path = dir.join("deploy/base/crd.yaml");
         let bytes =
             fs::read(&crd_path).with_context(|| format!("reading {}", crd_path.display()))?;
         let origin = crd_path.display().to_string();
@@ -313,7 +313,7 @@ impl Suite {
     fn setup(&mut self) -> Result<()> {
         self.admin(
             &["apply", "--server-side", "-f"],
-            Some(&self.dir.join("deploy/crd.yaml")),
+            Some(&self.dir.join("deploy/base/crd.yaml")),
         )?;
         self.admin(
             &[
@@ -324,8 +324,12 @@ impl Suite {
             ],
             None,
         )?;
-        assert_least_privilege(&self.dir.join("deploy/rbac.yaml"))?;
-        self.admin(&["apply", "-f"], Some(&self.dir.join("deploy/rbac.yaml")))?;
+        assert_least_privilege(&self.dir.join("deploy/base/rbac.yaml"))?;
+        self.admin(
+            &["apply", "-f"],
+            Some(&self.dir.join("deploy/base/rbac.yaml")),
+        )?;
+        self.check_kustomization()?;
         let namespace =
             json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": self.namespace}});
         self.apply_json(&namespace)?;
@@ -766,6 +770,37 @@ impl Suite {
 
     fn get_json(&self, resource: &str, name: &str) -> Result<Value> {
         self.admin_json(&["get", resource, name, "-n", &self.namespace, "-o", "json"])
+    }
+
+    /// `deploy/` builds with kubectl's own kustomize (v2.0.3 in kubectl 1.20) into the base's
+    /// objects with the overlay's patch applied, and the API server accepts them (dry run).
+    fn check_kustomization(&self) -> Result<()> {
+        let deploy = self.dir.join("deploy");
+        let deploy = deploy.to_str().context("a UTF-8 path")?;
+        let output = self.kubectl_command(&["kustomize", deploy]).output()?;
+        if !output.status.success() {
+            bail!(
+                "kubectl kustomize {deploy}: {}",
+                String::from_utf8_lossy(&output.stderr).trim()
+            );
+        }
+        let built = String::from_utf8_lossy(&output.stdout);
+        for kind in [
+            "CustomResourceDefinition",
+            "ServiceAccount",
+            "ClusterRole",
+            "ClusterRoleBinding",
+            "Deployment",
+            "Service",
+        ] {
+            if !built.lines().any(|line| line == format!("kind: {kind}")) {
+                bail!("kubectl kustomize {deploy} gave no {kind}:\n{built}");
+            }
+        }
+        self.admin(
+            &["apply", "--dry-run=server", "-k"],
+            Some(Path::new(deploy)),
+        )
     }
 
     fn apply_json(&self, object: &Value) -> Result<()> {

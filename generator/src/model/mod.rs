@@ -126,7 +126,7 @@ pub struct Operator {
     pub watch_api: Constant,
     /// Names of the objects in `deploy/` that are not the crate name itself.
     pub deploy: Deploy,
-    /// The CRD as loaded, for `deploy/crd.yaml` (imported and dynamic operators).
+    /// The CRD as loaded, for `deploy/base/crd.yaml` (imported and dynamic operators).
     pub crd_yaml: Option<YamlDocument>,
     /// Types of every served version of the primary, one module each; the module of the
     /// version the operator uses is re-exported.
@@ -145,7 +145,7 @@ pub struct Operator {
 pub struct Deploy {
     /// Namespace of the operator's Deployment, ServiceAccount and Lease.
     pub namespace: Constant,
-    /// The image `deploy/deployment.yaml` runs, `<crate>:latest`.
+    /// The image `deploy/base/deployment.yaml` runs, `<crate>:latest`.
     pub image: Text,
     /// The Role and RoleBinding for the operator's Lease, `<crate>-leader-election`.
     pub leader_election_role: Text,
@@ -228,7 +228,7 @@ pub fn analyze(
     let crd_yaml = match input {
         PrimaryInput::Crd { selected, .. } => Some(YamlDocument::new(&selected.crd).map_err(
             |e| Error::Template {
-                template: "deploy/crd.yaml".to_owned(),
+                template: "deploy/base/crd.yaml".to_owned(),
                 reason: e.to_string(),
             },
         )?),

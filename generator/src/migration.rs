@@ -1,0 +1,54 @@
+//! What a crate made by an older operator-gen should change, because the layout it was made
+//! with has moved on. These are notes for the user; the generator never moves or deletes
+//! files, since the ones that matter here are the user's.
+
+use std::path::Path;
+
+/// Files of the flat `deploy/` layout that came before the kustomize base and overlay.
+const FLAT_DEPLOY: &[&str] = &[
+    "deploy/deployment.yaml",
+    "deploy/rbac.yaml",
+    "deploy/crd.yaml",
+];
+
+/// Notes on the crate in `out`: one per layout change it has not taken yet.
+pub fn notes(out: &Path) -> Vec<String> {
+    let flat: Vec<&str> = FLAT_DEPLOY
+        .iter()
+        .copied()
+        .filter(|file| out.join(file).is_file())
+        .collect();
+    if flat.is_empty() {
+        return Vec::new();
+    }
+    vec![format!(
+        "{} are from before deploy/ became a kustomize overlay of the generated deploy/base/, and \
+         are no longer updated: move your changes to the Deployment into \
+         deploy/deployment-patch.yaml, delete {}, then deploy with `kubectl apply -k deploy/`",
+        flat.join(", "),
+        if flat.len() == 1 { "it" } else { "them" },
+    )]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_crate_with_the_flat_deploy_layout_is_told_how_to_move() {
+        let tmp = tempfile::tempdir().unwrap();
+        assert!(notes(tmp.path()).is_empty());
+        std::fs::create_dir_all(tmp.path().join("deploy/base")).unwrap();
+        std::fs::write(tmp.path().join("deploy/base/rbac.yaml"), "").unwrap();
+        assert!(notes(tmp.path()).is_empty(), "the new layout needs no note");
+        std::fs::write(tmp.path().join("deploy/deployment.yaml"), "").unwrap();
+        std::fs::write(tmp.path().join("deploy/rbac.yaml"), "").unwrap();
+        let notes = notes(tmp.path());
+        assert_eq!(notes.len(), 1);
+        assert!(
+            notes[0].starts_with("deploy/deployment.yaml, deploy/rbac.yaml are from before")
+                && notes[0].contains("kubectl apply -k deploy/"),
+            "{notes:?}"
+        );
+    }
+}
