@@ -238,7 +238,10 @@ impl Suite {
         let mut results = Vec::new();
         let setup = self.timed(Self::setup);
         let ok = setup.is_ok();
-        results.push(("installs the CRD and only the generated RBAC", setup));
+        results.push((
+            "installs the CRD and only the generated RBAC; deploy/ builds with kustomize",
+            setup,
+        ));
         if !ok {
             return results;
         }
