@@ -74,10 +74,10 @@ pub fn run(args: GenArgs, shell: &Shell) -> anyhow::Result<ExitCode> {
     let source = if primary.origin.is_empty() {
         format!("{:?} operator for {}", operator.archetype, primary.kind)
     } else {
-        let note = if primary.version_defaulted {
+        let note = if primary.storage_version {
             "the storage version"
         } else {
-            "as requested"
+            "not the storage version"
         };
         format!(
             "{} ({}, version {}, {note})",

@@ -147,7 +147,11 @@ impl Job {
     pub fn run(&self, mode: Mode) -> Result<(Generated, Report)> {
         let request = self.request()?;
         let mut generated = crate::generate(&request)?;
-        record::check_primary(&self.out, &generated.operator, mode)?;
+        // Only a primary from outside the crate's own manifest can be another operator's; an
+        // edit of that manifest (a kind added to `generic:`) is the user's deliberate change.
+        if self.crd.is_some() || self.kind.is_some() || self.manifest_elsewhere() {
+            record::check_primary(&self.out, &generated.operator, mode)?;
+        }
         if let (true, Some(source)) = (self.records_inputs(), &request.crd) {
             let files = record::first_manifest(
                 source,
@@ -310,6 +314,30 @@ mod tests {
         assert!(
             cargo.contains("primary = \"gadgets.example.com\""),
             "{cargo}"
+        );
+    }
+
+    #[test]
+    fn an_edit_of_the_crates_own_manifest_may_change_its_primary() {
+        let tmp = tempfile::tempdir().unwrap();
+        let out = tmp.path().join("widget");
+        let widget = Job {
+            crd: Some(crd_file(tmp.path(), "Widget").display().to_string()),
+            ..Job::new(&out)
+        };
+        widget.run(Mode::Write { force: false }).unwrap();
+        crd_file(tmp.path(), "Gadget");
+        let manifest = out.join("operator.yaml");
+        let edited = std::fs::read_to_string(&manifest)
+            .unwrap()
+            .replace("widget.yaml", "gadget.yaml")
+            .replace("kind: Widget", "kind: Gadget");
+        std::fs::write(&manifest, edited).unwrap();
+
+        let (generated, _) = Job::new(&out).run(Mode::Write { force: false }).unwrap();
+        assert_eq!(
+            generated.operator.primary.crd_name.raw(),
+            "gadgets.example.com"
         );
     }
 }

@@ -11,7 +11,7 @@
 
 use std::{
     io::Read,
-    path::{Component, Path},
+    path::{Component, Path, PathBuf},
 };
 
 use crate::{
@@ -164,15 +164,7 @@ fn saved_crd(source: &CrdSource, out: &Path) -> Result<PlannedFile> {
 /// `file` as a path relative to `dir`, with `/` separators, so the manifest in `dir` finds
 /// it from wherever a later run starts.
 fn relative_to(file: &Path, dir: &Path) -> Result<String> {
-    let absolute = |path: &Path| {
-        std::path::absolute(path)
-            .map(|p| crate::normalize(&p))
-            .map_err(|e| Error::Read {
-                origin: path.display().to_string(),
-                reason: format!("cannot resolve the path: {e}"),
-            })
-    };
-    let (file_abs, dir_abs) = (absolute(file)?, absolute(dir)?);
+    let (file_abs, dir_abs) = (resolved(file)?, resolved(dir)?);
     let relative = pathdiff::diff_paths(&file_abs, &dir_abs).unwrap_or(file_abs);
     let parts = relative
         .components()
@@ -190,6 +182,33 @@ fn relative_to(file: &Path, dir: &Path) -> Result<String> {
                     .to_owned(),
         })?;
     Ok(parts.join("/"))
+}
+
+/// `path` as the OS resolves it, symlinks followed, so that a relative path between two of
+/// them leads where the OS will go. A path that does not exist yet (an `--out` folder about
+/// to be made) is resolved through its nearest existing ancestor.
+fn resolved(path: &Path) -> Result<PathBuf> {
+    let absolute = std::path::absolute(path).map_err(|e| Error::Read {
+        origin: path.display().to_string(),
+        reason: format!("cannot resolve the path: {e}"),
+    })?;
+    let mut existing = absolute.as_path();
+    let mut missing = Vec::new();
+    loop {
+        if let Ok(real) = std::fs::canonicalize(existing) {
+            return Ok(missing
+                .iter()
+                .rev()
+                .fold(real, |path, name| path.join(name)));
+        }
+        match (existing.parent(), existing.file_name()) {
+            (Some(parent), Some(name)) => {
+                missing.push(name.to_owned());
+                existing = parent;
+            }
+            _ => return Ok(crate::normalize(&absolute)),
+        }
+    }
 }
 
 /// Refuses to write `operator` over a crate in `out` that Cargo.toml records as generated for
@@ -265,8 +284,6 @@ fn read_small(path: &Path) -> Result<Option<Vec<u8>>> {
 
 #[cfg(test)]
 mod tests {
-    use std::path::PathBuf;
-
     use super::*;
 
     #[test]
@@ -279,6 +296,22 @@ mod tests {
         assert_eq!(relative_to(&inside, &out).unwrap(), "crd.yaml");
         let dotted = tmp.path().join("ops/./widget/../widget/x.yaml");
         assert_eq!(relative_to(&dotted, &out).unwrap(), "x.yaml");
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_path_through_a_symlink_is_recorded_from_where_the_link_leads() {
+        let tmp = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(tmp.path().join("real/deep")).unwrap();
+        std::os::unix::fs::symlink(tmp.path().join("real/deep"), tmp.path().join("link")).unwrap();
+        let crd = tmp.path().join("real/crd.yaml");
+        std::fs::write(&crd, "").unwrap();
+        // From link/op, the OS takes `..` to real/, not to the folder holding the link.
+        let out = tmp.path().join("link/op");
+        let recorded = relative_to(&crd, &out).unwrap();
+        assert_eq!(recorded, "../../crd.yaml");
+        std::fs::create_dir_all(&out).unwrap();
+        assert!(out.join(&recorded).exists());
     }
 
     #[test]

@@ -5,7 +5,7 @@
 //! installs without reaching outside its own package. Which template becomes which file, and
 //! what a template may print, is the generator's business (`operator_gen::render`).
 
-/// Every template, by its path in this folder (`deploy/rbac.yaml.tera`), with its text.
+/// Every template, by its path in this folder (`deploy/base/rbac.yaml.tera`), with its text.
 /// Templates whose name starts with `_` are partials that others include.
 pub const FILES: &[(&str, &str)] = &[
     ("Cargo.toml.tera", include_str!("../Cargo.toml.tera")),

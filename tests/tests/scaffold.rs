@@ -48,8 +48,6 @@ fn read(path: PathBuf) -> String {
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
-/// Builds every archetype, plus an imported operator whose manifest gained an `owns` after the
-/// user edited its reconcile, and runs their tests, all in one cargo invocation.
 /// `file` in `dir`, parsed as YAML.
 fn yaml(dir: &Path, file: &str) -> serde_json::Value {
     serde_saphyr::from_str(&read(dir.join(file))).unwrap_or_else(|e| panic!("{file}: {e}"))
@@ -98,6 +96,8 @@ fn assert_overlay_patches_the_base(dir: &Path) {
     }
 }
 
+/// Builds every archetype, plus an imported operator whose manifest gained an `owns` after the
+/// user edited its reconcile, and runs their tests, all in one cargo invocation.
 #[test]
 fn every_archetype_builds_and_passes_its_tests_and_survives_a_new_relation() {
     let root = outside_workspace("archetypes");

@@ -788,14 +788,19 @@ impl Suite {
             );
         }
         let built = String::from_utf8_lossy(&output.stdout);
-        for kind in [
-            "CustomResourceDefinition",
+        // Only imported and dynamic operators have their CRD in the base.
+        let crd = self.dir.join("deploy/base/crd.yaml").exists();
+        let kinds = [
             "ServiceAccount",
             "ClusterRole",
             "ClusterRoleBinding",
             "Deployment",
             "Service",
-        ] {
+        ];
+        for kind in kinds
+            .into_iter()
+            .chain(crd.then_some("CustomResourceDefinition"))
+        {
             if !built.lines().any(|line| line == format!("kind: {kind}")) {
                 bail!("kubectl kustomize {deploy} gave no {kind}:\n{built}");
             }

@@ -54,10 +54,6 @@ pub struct Primary {
     /// The smallest valid body of the primary (everything but `apiVersion`, `kind` and
     /// `metadata`) as JSON, when the generator knows the schema.
     pub sample: Option<Text>,
-    /// Whether the version was chosen by default (the storage version) rather than asked for,
-    /// for the command's report; never rendered, because it says how the command was typed.
-    #[serde(skip)]
-    pub version_defaulted: bool,
     /// Whether the version is the CRD's storage version, a fact about the CRD that generated
     /// docs state.
     pub storage_version: bool,
@@ -135,7 +131,6 @@ impl Names<'_> {
             status_subresource: false,
             conditions: None,
             sample: None,
-            version_defaulted: false,
             storage_version: false,
             origin: String::new(),
         }
@@ -188,7 +183,6 @@ fn imported(
         let mut primary = names.primary(naming::type_ident("DynamicObject", &[]));
         primary.crd_name = Text::from(selected.name());
         primary.origin = selected.origin.clone();
-        primary.version_defaulted = selected.defaulted;
         primary.storage_version = version.storage;
         return Ok(PrimaryFacts::plain(primary, Archetype::Dynamic));
     }
@@ -230,7 +224,6 @@ fn imported(
         primary.sample = Some(sample_body(manifest_origin, schema, sample)?);
     }
     primary.origin = selected.origin.clone();
-    primary.version_defaulted = selected.defaulted;
     primary.storage_version = version.storage;
     Ok(PrimaryFacts {
         primary,
