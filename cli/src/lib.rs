@@ -3,14 +3,35 @@
 //!
 //! Each subcommand's arguments are defined once, in [`generate::GenArgs`] and [`scaffold::NewArgs`],
 //! and run by [`generate::run`] and [`scaffold::run`]. The installed binary (`src/main.rs`) and the
-//! operator-gen repository's `cargo xtask gen/new` both parse these structs and call these
-//! functions; they differ only in the [`Shell`] they pass: its name, which the output
+//! operator-gen repository's `cargo xtask gen/new` both parse them as [`Command`] and run it;
+//! they differ only in the [`Shell`] they pass: its name, which the output
 //! repeats in the commands it suggests, and the crate `gen` writes when `--out` is not given.
 
 pub mod generate;
 pub mod scaffold;
 
 use std::path::PathBuf;
+
+/// The subcommands, as every program that offers them parses them.
+#[derive(clap::Subcommand, Debug, Clone)]
+pub enum Command {
+    /// Generate (or regenerate) an operator crate from a CRD and its operator.yaml. Run with
+    /// no flags inside a generated crate to bring it up to date.
+    Gen(generate::GenArgs),
+    /// Start a new operator crate: for an imported CRD, a built-in kind, a resource you
+    /// define in Rust, or several kinds' metadata.
+    New(scaffold::NewArgs),
+}
+
+impl Command {
+    /// Runs the subcommand as `shell` offers it.
+    pub fn run(self, shell: &Shell) -> anyhow::Result<std::process::ExitCode> {
+        match self {
+            Self::Gen(args) => generate::run(args, shell),
+            Self::New(args) => scaffold::run(args, shell),
+        }
+    }
+}
 
 /// What differs between the programs that offer these subcommands.
 #[derive(Debug, Clone)]

@@ -2,8 +2,8 @@
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
-use operator_gen_cli::{Shell, exit_code, generate, scaffold};
+use clap::Parser;
+use operator_gen_cli::{Command, Shell, exit_code};
 
 /// Turn a CustomResourceDefinition into a kube-rs operator crate, and keep it current.
 #[derive(Parser)]
@@ -13,21 +13,6 @@ struct Cli {
     command: Command,
 }
 
-#[derive(Subcommand)]
-enum Command {
-    /// Generate (or regenerate) an operator crate from a CRD and its operator.yaml. Run with
-    /// no flags inside a generated crate to bring it up to date.
-    Gen(generate::GenArgs),
-    /// Start a new operator crate: for an imported CRD, a built-in kind, a resource you
-    /// define in Rust, or several kinds' metadata.
-    New(scaffold::NewArgs),
-}
-
 fn main() -> ExitCode {
-    let shell = Shell::installed();
-    let result = match Cli::parse().command {
-        Command::Gen(args) => generate::run(args, &shell),
-        Command::New(args) => scaffold::run(args, &shell),
-    };
-    exit_code(result)
+    exit_code(Cli::parse().command.run(&Shell::installed()))
 }

@@ -99,27 +99,19 @@ impl fmt::Display for CrdSource {
     }
 }
 
-/// Reads at most `max` bytes and fails if there are more, so `/dev/zero` or a runaway pipe
-/// costs `max` bytes of memory, never more.
+/// Reads at most `max` bytes ([`limits::read_at_most`]) and fails if there are more.
 fn read_capped(reader: impl Read, origin: &str, max: u64) -> Result<Vec<u8>> {
-    let mut bytes = Vec::new();
-    reader
-        .take(max + 1)
-        .read_to_end(&mut bytes)
-        .map_err(|e| Error::Read {
-            origin: origin.to_owned(),
-            reason: e.to_string(),
-        })?;
-    if bytes.len() as u64 > max {
-        return Err(Error::Limit {
-            origin: origin.to_owned(),
-            reason: format!(
-                "larger than the {} limit for a CRD; check that this is a single CRD file",
-                limits::bytes(max)
-            ),
-        });
-    }
-    Ok(bytes)
+    let bytes = limits::read_at_most(reader, max).map_err(|e| Error::Read {
+        origin: origin.to_owned(),
+        reason: e.to_string(),
+    })?;
+    bytes.ok_or_else(|| Error::Limit {
+        origin: origin.to_owned(),
+        reason: format!(
+            "larger than the {} limit for a CRD; check that this is a single CRD file",
+            limits::bytes(max)
+        ),
+    })
 }
 
 /// Rewrites a GitHub `blob/` page link to the raw file it shows, so users can paste the link
@@ -184,24 +176,16 @@ fn fetch_over(
     }
     // ureq's own body limit counts the bytes on the wire, before gzip is undone: a small
     // compressed body could still inflate without bound. The cap is on what comes out.
-    let mut bytes = Vec::new();
-    response
-        .into_body()
-        .into_reader()
-        .take(limits.max_bytes + 1)
-        .read_to_end(&mut bytes)
+    let bytes = limits::read_at_most(response.into_body().into_reader(), limits.max_bytes)
         .map_err(|e| explain(ureq::Error::from(e)))?;
-    if bytes.len() as u64 > limits.max_bytes {
-        return Err(Error::Limit {
-            origin: target.clone(),
-            reason: format!(
-                "the body is larger than the {} limit for a CRD (counted after \
-                 decompression); check that the URL points at a single CRD file",
-                limits::bytes(limits.max_bytes)
-            ),
-        });
-    }
-    Ok(bytes)
+    bytes.ok_or_else(|| Error::Limit {
+        origin: target.clone(),
+        reason: format!(
+            "the body is larger than the {} limit for a CRD (counted after \
+             decompression); check that the URL points at a single CRD file",
+            limits::bytes(limits.max_bytes)
+        ),
+    })
 }
 
 /// What to use instead of a plain-http URL: the same URL over https, if it has that form.

@@ -85,12 +85,6 @@ impl Job {
         })
     }
 
-    /// Whether this run records its inputs in a new `operator.yaml`: a CRD was given and the
-    /// crate has no manifest yet.
-    fn records_inputs(&self) -> bool {
-        self.crd.is_some() && self.manifest_path().is_none()
-    }
-
     /// Whether `--manifest` names another file than the crate's own `operator.yaml`, so a
     /// later run in the crate's folder needs it again.
     fn manifest_elsewhere(&self) -> bool {
@@ -111,9 +105,9 @@ impl Job {
             None => Manifest::default(),
         };
         let mut crd = self.crd.as_deref().map(CrdSource::parse);
-        // What the run records in the new manifest, a later run in the crate's folder finds
-        // there, so the regenerate command leaves it out.
-        let recorded = self.records_inputs();
+        // A CRD given to a crate with no manifest yet is recorded in a new one, where a later
+        // run in the crate's folder finds it, so the regenerate command leaves it out.
+        let recorded = crd.is_some() && manifest_path.is_none();
         if recorded && crd == Some(CrdSource::Stdin) {
             // Read now: the run both generates from it and saves it beside the manifest.
             let bytes = CrdSource::Stdin.read()?;
@@ -149,10 +143,12 @@ impl Job {
         let mut generated = crate::generate(&request)?;
         // Only a primary from outside the crate's own manifest can be another operator's; an
         // edit of that manifest (a kind added to `generic:`) is the user's deliberate change.
-        if self.crd.is_some() || self.kind.is_some() || self.manifest_elsewhere() {
+        if self.crd.is_some() || self.kind.is_some() || request.flags.manifest {
             record::check_primary(&self.out, &generated.operator, mode)?;
         }
-        if let (true, Some(source)) = (self.records_inputs(), &request.crd) {
+        if request.manifest_path.is_none()
+            && let Some(source) = &request.crd
+        {
             let files = record::first_manifest(
                 source,
                 &self.out,
@@ -227,6 +223,17 @@ mod tests {
         path
     }
 
+    /// A crate in `dir/widget` made by a first `gen --crd widget.yaml`, and that job.
+    fn widget_crate(dir: &Path) -> (PathBuf, Job) {
+        let out = dir.join("widget");
+        let job = Job {
+            crd: Some(crd_file(dir, "Widget").display().to_string()),
+            ..Job::new(&out)
+        };
+        job.run(Mode::Write { force: false }).unwrap();
+        (out, job)
+    }
+
     #[test]
     fn a_first_run_records_its_crd_and_then_regenerates_with_no_flags() {
         let tmp = tempfile::tempdir().unwrap();
@@ -257,13 +264,7 @@ mod tests {
     #[test]
     fn a_run_over_a_crate_with_a_manifest_leaves_the_manifest_and_names_its_overrides() {
         let tmp = tempfile::tempdir().unwrap();
-        let crd = crd_file(tmp.path(), "Widget");
-        let out = tmp.path().join("widget");
-        let first = Job {
-            crd: Some(crd.display().to_string()),
-            ..Job::new(&out)
-        };
-        first.run(Mode::Write { force: false }).unwrap();
+        let (out, first) = widget_crate(tmp.path());
         let manifest = std::fs::read(out.join("operator.yaml")).unwrap();
 
         let again = Job {
@@ -281,12 +282,7 @@ mod tests {
     #[test]
     fn a_crate_generated_for_one_crd_is_not_replaced_by_another_without_force() {
         let tmp = tempfile::tempdir().unwrap();
-        let out = tmp.path().join("widget");
-        let widget = Job {
-            crd: Some(crd_file(tmp.path(), "Widget").display().to_string()),
-            ..Job::new(&out)
-        };
-        widget.run(Mode::Write { force: false }).unwrap();
+        let (out, _) = widget_crate(tmp.path());
         let before = std::fs::read(out.join("src/controller.rs")).unwrap();
 
         // The manifest the first run wrote names the kind Widget, which --kind overrides.
@@ -320,12 +316,7 @@ mod tests {
     #[test]
     fn an_edit_of_the_crates_own_manifest_may_change_its_primary() {
         let tmp = tempfile::tempdir().unwrap();
-        let out = tmp.path().join("widget");
-        let widget = Job {
-            crd: Some(crd_file(tmp.path(), "Widget").display().to_string()),
-            ..Job::new(&out)
-        };
-        widget.run(Mode::Write { force: false }).unwrap();
+        let (out, _) = widget_crate(tmp.path());
         crd_file(tmp.path(), "Gadget");
         let manifest = out.join("operator.yaml");
         let edited = std::fs::read_to_string(&manifest)

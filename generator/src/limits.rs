@@ -11,6 +11,15 @@ use serde_saphyr::budget::BudgetBreach;
 
 /// The largest CRD accepted from any source, counted after decompression. The largest real
 /// CRDs are under 2 MiB; a bundle of typical CRDs this size parses within the YAML caps.
+/// Reads `reader` to its end when it holds at most `max` bytes, and gives `None` when it holds
+/// more. Reading stops one byte past the cap, so `/dev/zero` or a runaway pipe costs `max`
+/// bytes of memory, never more. Every input file and body is read through this.
+pub fn read_at_most(reader: impl std::io::Read, max: u64) -> std::io::Result<Option<Vec<u8>>> {
+    let mut bytes = Vec::new();
+    std::io::Read::read_to_end(&mut reader.take(max + 1), &mut bytes)?;
+    Ok((bytes.len() as u64 <= max).then_some(bytes))
+}
+
 pub const MAX_CRD_BYTES: u64 = 16 * 1024 * 1024;
 
 /// The largest `operator.yaml` accepted. A full manifest is a few KiB.

@@ -5,7 +5,7 @@
 //! Values are checked as they are read (durations within bounds, dependency keys known,
 //! `sample` a mapping), and the file is read within the caps in [`crate::limits`].
 
-use std::{io::Read as _, path::Path, time::Duration};
+use std::{path::Path, time::Duration};
 
 use serde::{Deserialize, Serialize};
 
@@ -213,13 +213,9 @@ impl Manifest {
             reason: format!("cannot read the manifest: {e}"),
         };
         let file = std::fs::File::open(path).map_err(cannot_read)?;
-        let mut bytes = Vec::new();
-        file.take(MAX_MANIFEST_BYTES + 1)
-            .read_to_end(&mut bytes)
-            .map_err(cannot_read)?;
-        if bytes.len() as u64 > MAX_MANIFEST_BYTES {
-            return Err(too_large(&origin));
-        }
+        let bytes = limits::read_at_most(file, MAX_MANIFEST_BYTES)
+            .map_err(cannot_read)?
+            .ok_or_else(|| too_large(&origin))?;
         let text = String::from_utf8(bytes).map_err(|e| Error::Manifest {
             location: origin.clone(),
             reason: format!(

@@ -9,15 +9,12 @@
 //! - Cargo.toml's `[package.metadata.operator-gen] primary` names the CRD a crate was generated
 //!   for, and [`check_primary`] refuses a run that would generate another without `--force`.
 
-use std::{
-    io::Read,
-    path::{Component, Path, PathBuf},
-};
+use std::path::{Component, Path, PathBuf};
 
 use crate::{
     CrdSource, Mode,
     error::{Error, Result},
-    limits::MAX_MANIFEST_BYTES,
+    limits::{self, MAX_MANIFEST_BYTES},
     model::Operator,
     scaffold::NewPrimary,
     write_plan::{Ownership, PlannedFile},
@@ -263,23 +260,17 @@ fn read_small(path: &Path) -> Result<Option<Vec<u8>>> {
             });
         }
     };
-    let mut bytes = Vec::new();
-    file.take(MAX_MANIFEST_BYTES + 1)
-        .read_to_end(&mut bytes)
-        .map_err(|source| Error::Write {
-            path: path.to_owned(),
-            source,
-        })?;
-    if bytes.len() as u64 > MAX_MANIFEST_BYTES {
-        return Err(Error::Limit {
-            origin: path.display().to_string(),
-            reason: format!(
-                "larger than the {} a generated file can be; move it away",
-                crate::limits::bytes(MAX_MANIFEST_BYTES)
-            ),
-        });
-    }
-    Ok(Some(bytes))
+    let bytes = limits::read_at_most(file, MAX_MANIFEST_BYTES).map_err(|source| Error::Write {
+        path: path.to_owned(),
+        source,
+    })?;
+    bytes.map(Some).ok_or_else(|| Error::Limit {
+        origin: path.display().to_string(),
+        reason: format!(
+            "larger than the {} a generated file can be; move it away",
+            limits::bytes(MAX_MANIFEST_BYTES)
+        ),
+    })
 }
 
 #[cfg(test)]

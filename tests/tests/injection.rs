@@ -21,7 +21,7 @@ use std::{
     path::{Path, PathBuf},
 };
 
-use operator_gen::{Generated, Job};
+use operator_gen::{Generated, Job, Mode};
 use proc_macro2::{Delimiter, TokenStream, TokenTree};
 use serde_json::Value;
 
@@ -673,6 +673,56 @@ fn files_are_the_same_whatever_the_paths_on_the_command_line() {
             is_printable(&file.contents.replace(['\n', '\t'], " ")),
             "{} holds control characters",
             file.path.display()
+        );
+    }
+}
+
+/// A first `gen --crd` writes the CRD's path into a new `operator.yaml`: whatever the path
+/// holds stays one scalar there, the manifest gains no key, and it leads back to the CRD, so a
+/// run with no flags finds the crate current.
+#[test]
+fn a_first_run_records_a_hostile_crd_path_as_one_scalar_that_leads_back() {
+    for (i, payload) in payloads().iter().enumerate() {
+        let folder = payload.replace(['/', '\0'], "_");
+        let root = scratch(&format!("first-run-{i}"));
+        std::fs::remove_dir_all(&root).expect("clearing an earlier run");
+        let inputs = root.join(&folder);
+        std::fs::create_dir_all(&inputs).expect("creating the input folder");
+        std::fs::write(inputs.join("gadget.yaml"), CRD).expect("writing the CRD");
+        let out = root.join("out");
+        let first = Job {
+            crd: Some(inputs.join("gadget.yaml").display().to_string()),
+            ..Job::new(&out)
+        };
+        first
+            .run(Mode::Write { force: false })
+            .unwrap_or_else(|e| panic!("payload {payload:?}: {e}"));
+
+        let text = std::fs::read_to_string(out.join("operator.yaml")).expect("recorded");
+        let manifest = parse_yaml(&text);
+        let keys = |value: &Value| -> Vec<String> {
+            value
+                .as_object()
+                .map(|m| m.keys().cloned().collect())
+                .unwrap_or_default()
+        };
+        assert_eq!(keys(&manifest), ["name", "primary"], "{text}");
+        assert_eq!(
+            keys(&manifest["primary"]),
+            ["crd", "kind", "version"],
+            "{text}"
+        );
+        assert_eq!(
+            manifest["primary"]["crd"],
+            Value::String(format!("../{folder}/gadget.yaml")),
+            "{text}"
+        );
+        let (_, report) = Job::new(&out)
+            .run(Mode::Check)
+            .unwrap_or_else(|e| panic!("payload {payload:?}: {e}"));
+        assert!(
+            report.changed().is_empty(),
+            "payload {payload:?}: {report:?}"
         );
     }
 }

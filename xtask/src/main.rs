@@ -10,7 +10,7 @@ mod corpus;
 mod e2e;
 
 use clap::{Parser, Subcommand};
-use operator_gen_cli::{Shell, exit_code, generate, scaffold};
+use operator_gen_cli::{Shell, exit_code};
 
 #[derive(Parser)]
 #[command(name = "cargo xtask", about = "operator-gen project tasks")]
@@ -21,10 +21,9 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Generate (or regenerate) an operator crate from a CRD and an operator.yaml.
-    Gen(generate::GenArgs),
-    /// Start a new operator crate for one of the object archetypes.
-    New(scaffold::NewArgs),
+    /// `gen` and `new`, as the installed `operator-gen` offers them.
+    #[command(flatten)]
+    Shared(operator_gen_cli::Command),
     /// Generate and compile-check an operator for every CRD in a folder.
     Corpus(corpus::CorpusArgs),
     /// Measure `gen` against kopium and a generated operator against the API server's floor.
@@ -38,9 +37,8 @@ enum Command {
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Gen(args) => generate::run(args, &shell()),
+        Command::Shared(shared) => shared.run(&shell()),
         Command::Corpus(args) => corpus::run(args),
-        Command::New(args) => scaffold::run(args, &shell()),
         Command::Bench(args) => bench::run(args),
         Command::Cluster(args) => cluster::run(args),
         Command::E2e(args) => e2e::run(args),
