@@ -56,6 +56,22 @@ pub struct Manifest {
     /// match a `pattern`. A mapping; the schema check is done where the sample is built.
     #[serde(default, deserialize_with = "sample_mapping")]
     pub sample: Option<serde_json::Value>,
+    /// Admission webhooks the API server calls before it stores the primary: an HTTPS server
+    /// in the operator's process, hooks in `src/admission.rs`, and their configurations in
+    /// `deploy/`.
+    pub webhooks: Option<Webhooks>,
+}
+
+/// `webhooks:`: which admission webhooks the operator serves for its primary.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Webhooks {
+    /// `validate(new, old)` may refuse a create or an update, with a reason kubectl shows.
+    #[serde(default)]
+    pub validating: bool,
+    /// `mutate(object)` may change an object (set defaults) before it is validated and stored.
+    #[serde(default)]
+    pub mutating: bool,
 }
 
 /// A dependency as in Cargo.toml: a version, or a version with features.

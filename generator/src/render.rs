@@ -39,16 +39,39 @@ struct Template {
     format: Format,
     /// The archetypes this template is rendered for; empty for all of them.
     archetypes: &'static [Archetype],
+    /// What else the operator must have for this file to exist.
+    needs: Needs,
+}
+
+/// A feature of the operator that some files exist for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Needs {
+    Nothing,
+    /// Any admission webhook.
+    Webhooks,
+}
+
+impl Needs {
+    fn met_by(self, operator: &Operator) -> bool {
+        match self {
+            Needs::Nothing => true,
+            Needs::Webhooks => operator.webhooks.is_some(),
+        }
+    }
 }
 
 macro_rules! template {
     ($file:literal => $output:literal, $ownership:ident, $format:ident $(, $archetype:ident)*) => {
+        template!($file => $output, $ownership, $format, needs Nothing $(, $archetype)*)
+    };
+    ($file:literal => $output:literal, $ownership:ident, $format:ident, needs $needs:ident $(, $archetype:ident)*) => {
         Template {
             name: $file,
             output: $output,
             ownership: Ownership::$ownership,
             format: Format::$format,
             archetypes: &[$(Archetype::$archetype),*],
+            needs: Needs::$needs,
         }
     };
 }
@@ -62,6 +85,10 @@ const TEMPLATES: &[Template] = &[
     template!("deploy/base/deployment.yaml.tera" => "deploy/base/deployment.yaml", Generated, Hashed),
     template!("deploy/base/service.yaml.tera" => "deploy/base/service.yaml", Generated, Hashed),
     template!("deploy/base/crd.yaml.tera" => "deploy/base/crd.yaml", Generated, Hashed, Imported, Dynamic),
+    template!("deploy/base/webhooks.yaml.tera" => "deploy/base/webhooks.yaml", Generated, Hashed, needs Webhooks),
+    template!("deploy/cert-manager/kustomization.yaml.tera" => "deploy/cert-manager/kustomization.yaml", Generated, Hashed, needs Webhooks),
+    template!("deploy/cert-manager/certificate.yaml.tera" => "deploy/cert-manager/certificate.yaml", Generated, Hashed, needs Webhooks),
+    template!("deploy/cert-manager/cert-manager-patch.yaml.tera" => "deploy/cert-manager/cert-manager-patch.yaml", Generated, Hashed, needs Webhooks),
     template!("deploy/kustomization.yaml.tera" => "deploy/kustomization.yaml", Scaffold, Hashed),
     template!("deploy/deployment-patch.yaml.tera" => "deploy/deployment-patch.yaml", Scaffold, Hashed),
     template!("README.md.tera" => "README.md", Scaffold, Markdown),
@@ -71,6 +98,9 @@ const TEMPLATES: &[Template] = &[
     template!("telemetry.rs.tera" => "src/telemetry.rs", Generated, RustAsWritten),
     template!("leader.rs.tera" => "src/leader.rs", Generated, RustAsWritten),
     template!("settings.rs.tera" => "src/settings.rs", Generated, RustAsWritten),
+    template!("webhook.rs.tera" => "src/webhook.rs", Generated, RustAsWritten, needs Webhooks),
+    template!("certificates.rs.tera" => "src/certificates.rs", Generated, RustAsWritten, needs Webhooks),
+    template!("admission.rs.tera" => "src/admission.rs", Scaffold, RustAsWritten, needs Webhooks),
     template!("controller.rs.tera" => "src/controller.rs", Generated, RustAsWritten, Imported, Builtin, Derived),
     template!("controller_dynamic.rs.tera" => "src/controller.rs", Generated, RustAsWritten, Dynamic),
     template!("controller_generic.rs.tera" => "src/controller.rs", Generated, RustAsWritten, Generic),
@@ -117,7 +147,8 @@ pub fn render(operator: &Operator) -> Result<Plan> {
     let files = TEMPLATES
         .iter()
         .filter(|template| {
-            template.archetypes.is_empty() || template.archetypes.contains(&operator.archetype)
+            (template.archetypes.is_empty() || template.archetypes.contains(&operator.archetype))
+                && template.needs.met_by(operator)
         })
         .map(|template| {
             let rendered = tera

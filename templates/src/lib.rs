@@ -9,6 +9,28 @@
 /// Templates whose name starts with `_` are partials that others include.
 pub const FILES: &[(&str, &str)] = &[
     ("Cargo.toml.tera", include_str!("../Cargo.toml.tera")),
+    ("admission.rs.tera", include_str!("../admission.rs.tera")),
+    (
+        "certificates.rs.tera",
+        include_str!("../certificates.rs.tera"),
+    ),
+    ("webhook.rs.tera", include_str!("../webhook.rs.tera")),
+    (
+        "deploy/base/webhooks.yaml.tera",
+        include_str!("../deploy/base/webhooks.yaml.tera"),
+    ),
+    (
+        "deploy/cert-manager/kustomization.yaml.tera",
+        include_str!("../deploy/cert-manager/kustomization.yaml.tera"),
+    ),
+    (
+        "deploy/cert-manager/certificate.yaml.tera",
+        include_str!("../deploy/cert-manager/certificate.yaml.tera"),
+    ),
+    (
+        "deploy/cert-manager/cert-manager-patch.yaml.tera",
+        include_str!("../deploy/cert-manager/cert-manager-patch.yaml.tera"),
+    ),
     ("Dockerfile.tera", include_str!("../Dockerfile.tera")),
     ("README.md.tera", include_str!("../README.md.tera")),
     ("_drive.rs.tera", include_str!("../_drive.rs.tera")),

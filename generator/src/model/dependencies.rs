@@ -79,6 +79,33 @@ const DERIVED: &[(&str, &str)] = &[
     ("serde-saphyr", r#""2.1.1""#),
 ];
 
+/// Admission webhooks: kube's AdmissionReview types, an HTTPS server (axum-server on rustls
+/// with ring, the provider kube's client already uses), JSON patches computed from the typed
+/// change, and rcgen for the self-managed certificate.
+const WEBHOOKS: &[(&str, &str)] = &[
+    (
+        "axum",
+        r#"{ version = "0.8.9", default-features = false, features = ["http1", "json", "tokio"] }"#,
+    ),
+    (
+        "axum-server",
+        r#"{ version = "0.9.0", features = ["tls-rustls-no-provider"] }"#,
+    ),
+    ("json-patch", r#""4.2.0""#),
+    (
+        "kube",
+        r#"{ version = "5.0.0", default-features = false, features = ["admission", "client", "derive", "ring", "runtime", "rustls-tls", "unstable-runtime"] }"#,
+    ),
+    (
+        "rcgen",
+        r#"{ version = "0.14.10", default-features = false, features = ["crypto", "pem", "ring"] }"#,
+    ),
+    (
+        "rustls",
+        r#"{ version = "0.23.46", default-features = false, features = ["ring", "std", "tls12"] }"#,
+    ),
+];
+
 const CHRONO: (&str, &str) = (
     "chrono",
     r#"{ version = "0.4.42", default-features = false, features = ["serde"] }"#,
@@ -90,6 +117,7 @@ pub(super) fn tables(
     crate_name: &str,
     archetype: Archetype,
     uses_chrono: bool,
+    webhooks: bool,
     bad: &dyn Fn(&str, String) -> crate::Error,
 ) -> Result<(Vec<Dependency>, Vec<Dependency>)> {
     let mut base = BASE.to_vec();
@@ -97,8 +125,10 @@ pub(super) fn tables(
         base.push(CHRONO);
     }
     if archetype == Archetype::Derived {
-        base.retain(|(name, _)| *name != "k8s-openapi");
-        base.extend(DERIVED);
+        replace(&mut base, DERIVED);
+    }
+    if webhooks {
+        replace(&mut base, WEBHOOKS);
     }
     let all_names: Vec<&str> = base
         .iter()
@@ -119,6 +149,12 @@ pub(super) fn tables(
     let dependencies = table(&base, &manifest.dependencies, "dependencies", bad)?;
     let dev = table(BASE_DEV, &manifest.dev_dependencies, "devDependencies", bad)?;
     Ok((dependencies, dev))
+}
+
+/// Adds `extra` to `base`, in place of any entry of the same name.
+fn replace(base: &mut Vec<(&str, &'static str)>, extra: &[(&'static str, &'static str)]) {
+    base.retain(|(name, _)| extra.iter().all(|(replacing, _)| replacing != name));
+    base.extend(extra);
 }
 
 /// Whether two crate names name the same library (cargo treats `-` and `_` alike).

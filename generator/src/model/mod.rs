@@ -5,13 +5,15 @@
 //! [`crate::text`]'s escaped types; the rest is numbers, flags and enums. One module per
 //! concern: [`primary`] (what is reconciled, per archetype), [`relations`] (owns, watches,
 //! external, and the imports they need), [`policy`] (requeue, backoff, predicates),
-//! [`rbac`] (least-privilege rules) and [`dependencies`] (the generated Cargo.toml).
+//! [`rbac`] (least-privilege rules), [`webhooks`] (admission webhooks and their objects) and
+//! [`dependencies`] (the generated Cargo.toml).
 
 mod dependencies;
 mod policy;
 mod primary;
 mod rbac;
 mod relations;
+mod webhooks;
 
 use serde::Serialize;
 
@@ -21,6 +23,7 @@ pub use self::{
     primary::{Conditions, Primary, PrimaryInput},
     rbac::Rule,
     relations::{External, Import, Related, RelatedCrd, Watched},
+    webhooks::{Webhook, Webhooks},
 };
 use crate::{
     error::{Error, Result},
@@ -126,6 +129,8 @@ pub struct Operator {
     pub watch_api: Constant,
     /// Names of the objects in `deploy/` that are not the crate name itself.
     pub deploy: Deploy,
+    /// The admission webhooks the operator serves, when the manifest asks for any.
+    pub webhooks: Option<Webhooks>,
     /// The CRD as loaded, for `deploy/base/crd.yaml` (imported and dynamic operators).
     pub crd_yaml: Option<YamlDocument>,
     /// Types of every served version of the primary, one module each; the module of the
@@ -157,6 +162,9 @@ pub struct TypesModule {
     pub module: Ident,
     pub code: Code,
 }
+
+/// The namespace `deploy/` runs the operator in; an overlay may move it.
+const DEPLOY_NAMESPACE: Constant = Constant("default");
 
 /// Builds the model. Pure: all input has been read already.
 pub fn analyze(
@@ -204,8 +212,22 @@ pub fn analyze(
     let scope = policy::scope(manifest, typed, &facts.primary, &relations, &bad)?;
     let requeue = policy::requeue(manifest, &bad)?;
     let uses_chrono = facts.uses_chrono || relations.uses_chrono;
-    let (dependencies, dev_dependencies) =
-        dependencies::tables(manifest, &crate_name, facts.archetype, uses_chrono, &bad)?;
+    let webhooks = webhooks::resolve(
+        manifest.webhooks,
+        facts.archetype,
+        &crate_name,
+        DEPLOY_NAMESPACE.0,
+        primary,
+        &bad,
+    )?;
+    let (dependencies, dev_dependencies) = dependencies::tables(
+        manifest,
+        &crate_name,
+        facts.archetype,
+        uses_chrono,
+        webhooks.is_some(),
+        &bad,
+    )?;
 
     let has_sample = primary.sample.is_some() || facts.archetype == Archetype::Builtin;
     let owned_sample = relations
@@ -253,12 +275,13 @@ pub fn analyze(
             manifest::Scope::Cluster => "all",
         }),
         deploy: Deploy {
-            namespace: Constant("default"),
+            namespace: DEPLOY_NAMESPACE,
             image: Text::new(format!("{crate_name}:latest")),
             leader_election_role: Text::new(format!("{crate_name}-leader-election")),
         },
         crate_name: Text::new(crate_name),
         crd_yaml,
+        webhooks,
         uses_predicate_combine: predicates.len() > 1,
         uses_resource_ext: relations.owns.iter().any(|o| o.namespaced)
             || relations
