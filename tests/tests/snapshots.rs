@@ -39,6 +39,16 @@ fn prometheusrule_namespace_scope() {
 }
 
 #[test]
+fn provider_cluster_validating_webhook() {
+    snapshot_fixture("provider-cluster-validating-webhook");
+}
+
+#[test]
+fn certificate_mutating_webhook() {
+    snapshot_fixture("certificate-mutating-webhook");
+}
+
+#[test]
 fn every_fixture_has_a_snapshot_test() {
     let source = include_str!("snapshots.rs");
     for name in fixtures() {

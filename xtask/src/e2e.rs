@@ -4,7 +4,8 @@
 //! The cluster is the one in `KUBECONFIG` when set, else `cargo xtask cluster`'s own. Each
 //! operator runs with a token whose user is its ServiceAccount, so the bindings in its
 //! generated `deploy/base/rbac.yaml` are all it may do: a missing verb fails a check, and the rules
-//! themselves are asserted to grant nothing broad. On failure the tail of every process's log
+//! themselves are asserted to grant nothing broad. An operator with admission webhooks is
+//! also checked through them (`e2e/webhooks.rs`). On failure the tail of every process's log
 //! is printed; the logs stay in `target/e2e/`.
 
 use std::{
@@ -23,6 +24,8 @@ use operator_gen::{Manifest, Selection, crd_document, k8s_catalog, schema_sample
 use serde_json::{Value, json};
 
 use crate::cluster::{self, Cluster, OPERATOR_NAMESPACE, OperatorCrate};
+
+mod webhooks;
 
 /// How long a behaviour gets to show. Leader election may need a Lease to expire (15s).
 const PATIENCE: Duration = Duration::from_secs(60);
@@ -161,6 +164,8 @@ struct Suite {
 struct Operator {
     child: Child,
     metrics: u16,
+    /// The port its admission webhooks listen on.
+    webhook: u16,
 }
 
 /// An owned child, as found through its ownerReference.
@@ -248,6 +253,20 @@ impl Suite {
         let owns = !self.owned.is_empty();
         let finalizer = !self.manifest.external.is_empty();
         let mut checks: Vec<Check> = Vec::new();
+        if self.has_webhooks() {
+            checks.push((
+                "the validating webhook refuses an invalid primary, which is not stored",
+                Self::validating_refuses,
+            ));
+            checks.push((
+                "the mutating webhook's default is stored",
+                Self::mutating_defaults,
+            ));
+            checks.push((
+                "with no webhook answering creates fail closed; a restart restores them",
+                Self::fails_closed,
+            ));
+        }
         if owns {
             checks.push((
                 "a new primary gets its child, controller-owned",
@@ -298,6 +317,13 @@ impl Suite {
             },
             Self::deletion,
         ));
+        if self.has_webhooks() {
+            // Last: it takes the loopback configurations away (see the check).
+            checks.push((
+                "the cert-manager overlay builds and passes a server dry run",
+                Self::cert_manager_overlay,
+            ));
+        }
         for (name, check) in checks {
             results.push((name, self.timed(check)));
         }
@@ -333,6 +359,9 @@ impl Suite {
             Some(&self.dir.join("deploy/base/rbac.yaml")),
         )?;
         self.check_kustomization()?;
+        if self.has_webhooks() {
+            self.install_webhooks()?;
+        }
         let namespace =
             json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": self.namespace}});
         self.apply_json(&namespace)?;
@@ -467,7 +496,21 @@ impl Suite {
         })
     }
 
+    /// A change made while the operator is down is acted on once it is back: a new primary,
+    /// or, where webhooks refuse creates while no replica answers, a deleted child.
     fn restart_converges(&mut self) -> Result<()> {
+        if self.has_webhooks() {
+            let owner = self.uid("first")?;
+            let child = self.wait_child(&owner, None)?;
+            self.stop("main");
+            let namespace = self.namespace.clone();
+            self.admin(
+                &["delete", &child.resource, &child.name, "-n", &namespace],
+                None,
+            )?;
+            self.start("main", false)?;
+            return self.wait_child(&owner, Some(&child.uid)).map(drop);
+        }
         self.stop("main");
         let uid = self.create_primary("while-down")?;
         self.start("main", false)?;
@@ -509,11 +552,21 @@ impl Suite {
             .args(["test", "--quiet", "-p", &self.name, "--test", "cluster"])
             .current_dir(&self.env.workspace)
             .env("KUBECONFIG", &self.env.admin)
+            // Its controller serves the webhooks the installed configurations call.
+            .env(
+                "WEBHOOK_ADDR",
+                format!("127.0.0.1:{}", webhooks::WEBHOOK_PORT),
+            )
+            .env("POD_NAMESPACE", OPERATOR_NAMESPACE)
             .output()?;
         self.start("main", false)?;
         let text = String::from_utf8_lossy(&output.stdout);
         if !output.status.success() || text.contains("skipped") {
-            bail!("{text}{}", String::from_utf8_lossy(&output.stderr));
+            bail!(
+                "cargo test ended with {}: {text}{}",
+                output.status,
+                String::from_utf8_lossy(&output.stderr)
+            );
         }
         Ok(())
     }
@@ -571,8 +624,14 @@ impl Suite {
     /// the namespace, so that the next operator starts on a clean cluster.
     fn teardown(&mut self) -> Result<()> {
         let namespace = self.namespace.clone();
-        if self.processes.is_empty() {
-            self.start("main", false)?;
+        if self.processes.is_empty()
+            && let Err(error) = self.start("main", false)
+        {
+            // Left behind, the configurations would refuse every change of the kind.
+            if self.has_webhooks() {
+                self.remove_webhooks()?;
+            }
+            return Err(error);
         }
         let primary = self.primary.clone();
         self.admin(
@@ -587,17 +646,26 @@ impl Suite {
             None,
         )?;
         self.stop_all();
+        if self.has_webhooks() {
+            self.remove_webhooks()?;
+            self.remove_cert_manager_crds()?;
+        }
         self.admin(&["delete", "namespace", &namespace, "--wait=false"], None)
     }
 
     /// Creates a primary named `name` from the schema's least object; returns its uid.
     fn create_primary(&self, name: &str) -> Result<String> {
+        self.apply_json(&self.primary_object(name))?;
+        self.uid(name)
+    }
+
+    /// The primary `name`, from the sample, as `kubectl apply` takes it.
+    fn primary_object(&self, name: &str) -> Value {
         let mut object = self.body.clone();
         object["apiVersion"] = json!(self.api_version);
         object["kind"] = json!(self.kind);
         object["metadata"] = json!({"name": name, "namespace": self.namespace});
-        self.apply_json(&object)?;
-        self.uid(name)
+        object
     }
 
     fn uid(&self, name: &str) -> Result<String> {
@@ -673,6 +741,17 @@ impl Suite {
         let log = self.env.logs.join(format!("{replica}.log"));
         let metrics = self.next_port;
         self.next_port += 1;
+        // The installed configurations call one port: the first replica running holds it.
+        let webhook = if self
+            .processes
+            .values()
+            .any(|p| p.webhook == webhooks::WEBHOOK_PORT)
+        {
+            self.next_port += 1;
+            self.next_port - 1
+        } else {
+            webhooks::WEBHOOK_PORT
+        };
         let output = fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -690,6 +769,7 @@ impl Suite {
                 std::env::var("E2E_RUST_LOG").unwrap_or_else(|_| "info".to_owned()),
             )
             .env("METRICS_ADDR", format!("127.0.0.1:{metrics}"))
+            .env("WEBHOOK_ADDR", format!("127.0.0.1:{webhook}"))
             .env("POD_NAME", replica)
             .env("POD_NAMESPACE", OPERATOR_NAMESPACE)
             .env(
@@ -701,11 +781,23 @@ impl Suite {
             .stderr(output)
             .spawn()
             .with_context(|| format!("starting {}", binary.display()))?;
-        self.processes
-            .insert(replica.to_owned(), Operator { child, metrics });
+        self.processes.insert(
+            replica.to_owned(),
+            Operator {
+                child,
+                metrics,
+                webhook,
+            },
+        );
         self.eventually("the operator's metrics endpoint", || {
             Ok(self.reconciles(replica).is_ok())
-        })
+        })?;
+        if self.has_webhooks() {
+            // Ready once its webhooks serve the certificate whose CA they published. A replica
+            // waiting to lead is ready too; one that leads waits for its watches as well.
+            self.eventually("the replica's readiness", || self.ready(replica))?;
+        }
+        Ok(())
     }
 
     fn stop(&mut self, replica: &str) {
@@ -743,16 +835,22 @@ impl Suite {
 
     /// `operator_reconciles_total` of a running replica, from its metrics endpoint.
     fn reconciles(&self, replica: &str) -> Result<u64> {
-        let operator = self.processes.get(replica).context("no such replica")?;
-        let mut stream = TcpStream::connect(("127.0.0.1", operator.metrics))?;
-        stream.set_read_timeout(Some(Duration::from_secs(5)))?;
-        stream.write_all(b"GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n")?;
-        let mut text = String::new();
-        stream.read_to_string(&mut text)?;
+        let text = self.http_get(replica, "/metrics")?;
         text.lines()
             .find_map(|line| line.strip_prefix("operator_reconciles_total "))
             .and_then(|n| n.trim().parse().ok())
             .context("no operator_reconciles_total in the metrics")
+    }
+
+    /// The whole HTTP response to `GET path` on a replica's metrics port.
+    fn http_get(&self, replica: &str, path: &str) -> Result<String> {
+        let operator = self.processes.get(replica).context("no such replica")?;
+        let mut stream = TcpStream::connect(("127.0.0.1", operator.metrics))?;
+        stream.set_read_timeout(Some(Duration::from_secs(5)))?;
+        write!(stream, "GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n")?;
+        let mut text = String::new();
+        stream.read_to_string(&mut text)?;
+        Ok(text)
     }
 
     fn find(&self, resource: &str, name: &str) -> Result<Option<Value>> {
@@ -779,15 +877,8 @@ impl Suite {
     /// objects with the overlay's patch applied, and the API server accepts them (dry run).
     fn check_kustomization(&self) -> Result<()> {
         let deploy = self.dir.join("deploy");
+        let built = self.kustomize(&deploy)?;
         let deploy = deploy.to_str().context("a UTF-8 path")?;
-        let output = self.kubectl_command(&["kustomize", deploy]).output()?;
-        if !output.status.success() {
-            bail!(
-                "kubectl kustomize {deploy}: {}",
-                String::from_utf8_lossy(&output.stderr).trim()
-            );
-        }
-        let built = String::from_utf8_lossy(&output.stdout);
         // Only imported and dynamic operators have their CRD in the base.
         let crd = self.dir.join("deploy/base/crd.yaml").exists();
         let kinds = [
@@ -797,9 +888,16 @@ impl Suite {
             "Deployment",
             "Service",
         ];
+        let webhooks = [
+            "Secret",
+            "ValidatingWebhookConfiguration",
+            "MutatingWebhookConfiguration",
+        ];
+        let webhooks = webhooks.iter().filter(|_| self.has_webhooks());
         for kind in kinds
             .into_iter()
             .chain(crd.then_some("CustomResourceDefinition"))
+            .chain(webhooks.copied())
         {
             if !built.lines().any(|line| line == format!("kind: {kind}")) {
                 bail!("kubectl kustomize {deploy} gave no {kind}:\n{built}");
@@ -811,13 +909,37 @@ impl Suite {
         )
     }
 
-    fn apply_json(&self, object: &Value) -> Result<()> {
+    /// `kubectl kustomize dir`: the objects it builds, as YAML.
+    fn kustomize(&self, dir: &Path) -> Result<String> {
+        let dir = dir.to_str().context("a UTF-8 path")?;
+        let output = self.kubectl_command(&["kustomize", dir]).output()?;
+        if !output.status.success() {
+            bail!(
+                "kubectl kustomize {dir}: {}",
+                String::from_utf8_lossy(&output.stderr).trim()
+            );
+        }
+        Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+    }
+
+    /// Applies `object`; the outer error is kubectl failing to run, the inner one the API
+    /// server's refusal, for checks that expect one.
+    fn try_apply_json(&self, object: &Value) -> Result<std::result::Result<(), String>> {
         let path = self.env.logs.join("object.json");
         fs::write(&path, object.to_string())?;
-        self.admin(
-            &["apply", "--server-side", "--field-manager=e2e", "-f"],
-            Some(&path),
-        )
+        let mut command =
+            self.kubectl_command(&["apply", "--server-side", "--field-manager=e2e", "-f"]);
+        let output = command.arg(&path).output()?;
+        Ok(if output.status.success() {
+            Ok(())
+        } else {
+            Err(String::from_utf8_lossy(&output.stderr).trim().to_owned())
+        })
+    }
+
+    fn apply_json(&self, object: &Value) -> Result<()> {
+        self.try_apply_json(object)?
+            .map_err(|refusal| anyhow::anyhow!("kubectl apply: {refusal}"))
     }
 
     fn admin(&self, args: &[&str], file: Option<&Path>) -> Result<()> {

@@ -163,7 +163,8 @@ pub struct TypesModule {
     pub code: Code,
 }
 
-/// The namespace `deploy/` runs the operator in; an overlay may move it.
+/// The namespace `deploy/` runs the operator in. An overlay may move it, patching the names
+/// that spell it out (the webhooks' DNS names and CA annotation).
 const DEPLOY_NAMESPACE: Constant = Constant("default");
 
 /// Builds the model. Pure: all input has been read already.

@@ -353,3 +353,91 @@ fn a_related_kind_never_shares_a_module_with_a_version() {
         "crate::types::v1_2::V1"
     );
 }
+
+#[test]
+fn webhooks_match_only_the_primary_and_are_named_after_the_crate() {
+    let operator = analyze_with("name: widgets\nwebhooks: { validating: true }").unwrap();
+    let webhooks = operator.webhooks.expect("webhooks asked for");
+    let validating = webhooks.validating.expect("validating asked for");
+    assert_eq!(
+        validating.name.raw(),
+        "validate.widgets.operator-gen.kube.rs"
+    );
+    assert_eq!(validating.path.0, "/validate");
+    assert!(webhooks.mutating.is_none(), "mutating was not asked for");
+    assert_eq!(
+        (
+            webhooks.group.raw(),
+            webhooks.version.raw(),
+            webhooks.resource.raw()
+        ),
+        (
+            operator.primary.group.raw(),
+            operator.primary.version.raw(),
+            "widgets"
+        )
+    );
+    assert_eq!(webhooks.secret.raw(), "widgets-webhook-tls");
+    assert_eq!(webhooks.inject_ca_from.raw(), "default/widgets-webhook");
+    let features = |name: &str| {
+        let dependency = operator
+            .dependencies
+            .iter()
+            .find(|d| d.name.raw() == name)
+            .unwrap_or_else(|| panic!("{name} is a dependency"));
+        format!("{:?}", dependency.spec)
+    };
+    assert!(features("kube").contains("admission"));
+    assert!(features("axum").contains("json"));
+    assert_eq!(
+        operator
+            .dependencies
+            .iter()
+            .filter(|d| d.name.raw() == "kube")
+            .count(),
+        1,
+        "one kube entry, with the admission feature"
+    );
+}
+
+#[test]
+fn webhooks_that_are_all_off_generate_nothing() {
+    let operator = analyze_with("webhooks: { validating: false, mutating: false }").unwrap();
+    assert!(operator.webhooks.is_none());
+    let operator = analyze_with("").unwrap();
+    assert!(operator.webhooks.is_none());
+    assert!(
+        !operator
+            .dependencies
+            .iter()
+            .any(|d| d.name.raw() == "rcgen")
+    );
+}
+
+#[test]
+fn webhooks_on_an_untyped_primary_are_refused_naming_the_field() {
+    let crd = CRD;
+    let primary = select(
+        "w.yaml",
+        parse_all("w.yaml", crd.as_bytes()).unwrap(),
+        &Selection::default(),
+    )
+    .unwrap();
+    let manifest = Manifest::parse("operator.yaml", "webhooks: { mutating: true }").unwrap();
+    let input = PrimaryInput::Crd {
+        selected: Box::new(primary),
+        dynamic: true,
+    };
+    let error = analyze(
+        "operator.yaml",
+        &manifest,
+        &input,
+        &[],
+        CommandFlags::default(),
+    )
+    .expect_err("a dynamic primary has no type to hand a hook")
+    .to_string();
+    assert!(error.contains("field `webhooks`"), "{error}");
+    assert!(error.contains("typed primaries"), "{error}");
+    assert!(error_of("webhooks: { validatng: true }").contains("validatng"));
+}

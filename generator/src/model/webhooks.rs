@@ -22,8 +22,10 @@ pub struct Webhooks {
     pub mutating: Option<Webhook>,
     /// Both configurations (validating and mutating) are named after the crate.
     pub configuration: Text,
-    /// The Secret holding the serving certificate, which every replica reads.
+    /// The Secret holding the self-managed serving certificate, which every replica reads.
     pub secret: Text,
+    /// The Secret cert-manager's Certificate writes, read instead in that mode.
+    pub cert_manager_secret: Text,
     /// The role that lets the operator fill that Secret, and the cluster role that lets it
     /// write the CA into its own webhook configurations.
     pub role: Text,
@@ -84,6 +86,7 @@ pub(super) fn resolve(
         mutating: webhook(asked.mutating, "mutate", "/mutate"),
         configuration: Text::new(crate_name),
         secret: Text::new(format!("{crate_name}-webhook-tls")),
+        cert_manager_secret: Text::new(format!("{crate_name}-webhook-certificate")),
         role: Text::new(format!("{crate_name}-webhook")),
         certificate: Text::new(format!("{crate_name}-webhook")),
         dns_names: vec![

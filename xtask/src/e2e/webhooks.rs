@@ -1,0 +1,251 @@
+//! The admission webhooks of an operator that has them, on the real API server.
+//!
+//! The operator runs outside the cluster, so the configurations from `deploy/base/webhooks.yaml`
+//! are installed with `clientConfig.url` on loopback instead of the Service; everything else is
+//! as generated: the operator fills the empty Secret with its self-managed certificate and
+//! writes the CA into both configurations, with only its generated RBAC. cert-manager cannot
+//! run here, so its overlay is checked by a server dry run against cert-manager's CRDs.
+
+use std::{fs, path::PathBuf};
+
+use anyhow::{Context as _, Result, bail};
+use serde_json::{Value, json};
+
+use super::Suite;
+
+/// The port the installed configurations call. One replica at a time holds it.
+pub(super) const WEBHOOK_PORT: u16 = 19443;
+
+/// What an operator's own hooks refuse and default, for the checks that need to know.
+pub(super) struct HookCase {
+    /// Turns the sample into an object `validate` refuses.
+    pub make_invalid: fn(&mut Value),
+    /// Part of the refusal `kubectl` must print.
+    pub refusal: &'static str,
+    /// A JSON pointer into the stored object, and the value `mutate` defaults there.
+    pub defaulted: (&'static str, &'static str),
+}
+
+/// The hooks of the operators in this workspace that have any.
+pub(super) fn hook_case(name: &str) -> Option<HookCase> {
+    (name == "example-operator").then_some(HookCase {
+        make_invalid: |body| {
+            if let Some(rule) = body
+                .pointer_mut("/spec/groups/0/rules/0")
+                .and_then(Value::as_object_mut)
+            {
+                rule.remove("alert");
+                rule.remove("record");
+            }
+        },
+        refusal: "neither `alert` nor `record`",
+        defaulted: ("/spec/groups/0/interval", "1m"),
+    })
+}
+
+/// The cert-manager CRDs the overlay's Certificate and Issuer need, from the real CRDs.
+fn cert_manager_crds(suite: &Suite) -> Vec<PathBuf> {
+    let folder = suite.env.workspace.join("../shared/crds/cert-manager.io");
+    ["certificates.yaml", "issuers.yaml"]
+        .map(|file| folder.join(file))
+        .to_vec()
+}
+
+impl Suite {
+    pub(super) fn has_webhooks(&self) -> bool {
+        self.dir.join("deploy/base/webhooks.yaml").exists()
+    }
+
+    /// Installs the Secret and the configurations, calling `https://127.0.0.1:WEBHOOK_PORT`.
+    pub(super) fn install_webhooks(&self) -> Result<()> {
+        let path = self.dir.join("deploy/base/webhooks.yaml");
+        let text = fs::read_to_string(&path)?;
+        let mut objects: Vec<Value> = serde_saphyr::from_str_multiple_with_options(
+            &text,
+            operator_gen::limits::yaml_options(),
+        )
+        .with_context(|| format!("reading {}", path.display()))?;
+        objects.retain(|o| !o.is_null());
+        for object in &mut objects {
+            for webhook in object["webhooks"].as_array_mut().into_iter().flatten() {
+                let path = webhook["clientConfig"]["service"]["path"]
+                    .as_str()
+                    .context("a webhook without a service path")?
+                    .to_owned();
+                webhook["clientConfig"] =
+                    json!({"url": format!("https://127.0.0.1:{WEBHOOK_PORT}{path}")});
+            }
+        }
+        let path = self.env.logs.join("webhooks.json");
+        fs::write(
+            &path,
+            json!({"apiVersion": "v1", "kind": "List", "items": objects}).to_string(),
+        )?;
+        // Client-side: kube-apiserver 1.20 refuses a server-side apply of a configuration's
+        // `webhooks` ("field not declared in schema").
+        self.admin(&["apply", "-f"], Some(&path))
+    }
+
+    /// The configurations and the Secret go with the operator: left behind, they would refuse
+    /// every change of the kind while nothing answers.
+    pub(super) fn remove_webhooks(&self) -> Result<()> {
+        let name = &self.name;
+        for resource in [
+            "validatingwebhookconfigurations",
+            "mutatingwebhookconfigurations",
+        ] {
+            self.admin(&["delete", resource, name, "--ignore-not-found"], None)?;
+        }
+        let secret = format!("{name}-webhook-tls");
+        self.admin(
+            &[
+                "delete",
+                "secret",
+                &secret,
+                "-n",
+                crate::cluster::OPERATOR_NAMESPACE,
+                "--ignore-not-found",
+            ],
+            None,
+        )?;
+        Ok(())
+    }
+
+    /// cert-manager's CRDs, which [`Suite::cert_manager_overlay`] installed, go too.
+    pub(super) fn remove_cert_manager_crds(&self) -> Result<()> {
+        for crd in cert_manager_crds(self) {
+            self.admin(&["delete", "--ignore-not-found", "-f"], Some(&crd))?;
+        }
+        Ok(())
+    }
+
+    /// Whether the replica's `/readyz` says ready: for a webhook operator, its certificate is
+    /// served and its CA published.
+    pub(super) fn ready(&self, replica: &str) -> Result<bool> {
+        let response = self.http_get(replica, "/readyz")?;
+        Ok(response.split_whitespace().nth(1) == Some("200"))
+    }
+
+    pub(super) fn validating_refuses(&mut self) -> Result<()> {
+        let Some(case) = hook_case(&self.name) else {
+            self.skipped = Some("no object this operator's validate() refuses is known here");
+            return Ok(());
+        };
+        let mut object = self.primary_object("refused");
+        (case.make_invalid)(&mut object);
+        let error = match self.try_apply_json(&object)? {
+            Ok(()) => bail!("the API server stored an object validate() refuses: {object}"),
+            Err(error) => error,
+        };
+        if !error.contains(case.refusal) {
+            bail!(
+                "the refusal does not give the hook's reason ({}): {error}",
+                case.refusal
+            );
+        }
+        if self.find(&self.primary, "refused")?.is_some() {
+            bail!("the refused object was stored");
+        }
+        Ok(())
+    }
+
+    pub(super) fn mutating_defaults(&mut self) -> Result<()> {
+        let Some(case) = hook_case(&self.name) else {
+            self.skipped = Some("no default this operator's mutate() sets is known here");
+            return Ok(());
+        };
+        let (pointer, value) = case.defaulted;
+        let object = self.primary_object("defaulted");
+        if object.pointer(pointer).is_some() {
+            bail!("the sample already sets {pointer}, so no default can show");
+        }
+        self.apply_json(&object)?;
+        let stored = self.get_json(&self.primary.clone(), "defaulted")?;
+        match stored.pointer(pointer) {
+            Some(stored) if stored == value => Ok(()),
+            other => bail!("stored {pointer} is {other:?}, not the default {value:?}"),
+        }
+    }
+
+    /// With no replica answering, a create is refused (`failurePolicy: Fail`); once one is
+    /// back, the same create is stored.
+    pub(super) fn fails_closed(&mut self) -> Result<()> {
+        self.stop_all();
+        let object = self.primary_object("while-webhooks-down");
+        let refused = self.try_apply_json(&object)?;
+        self.start("main", false)?;
+        match refused {
+            Ok(()) => bail!("a create was stored while no webhook answered"),
+            Err(error) if error.contains("failed calling webhook") => {}
+            Err(error) => bail!("refused, but not for the webhook: {error}"),
+        }
+        self.apply_json(&object)?;
+        self.uid("while-webhooks-down").map(drop)
+    }
+
+    /// cert-manager's mode builds and passes a server dry run with cert-manager's own CRDs
+    /// installed (cert-manager itself cannot run here). The loopback configurations go first:
+    /// the overlay's `clientConfig.service` would be merged beside their `url`, which the API
+    /// server refuses, and an operator in the cluster has none of them.
+    pub(super) fn cert_manager_overlay(&mut self) -> Result<()> {
+        self.remove_webhooks()?;
+        for crd in cert_manager_crds(self) {
+            let text = fs::read_to_string(&crd)?;
+            let mut crd: Value =
+                serde_saphyr::from_str_with_options(&text, operator_gen::limits::yaml_options())
+                    .with_context(|| format!("reading {}", crd.display()))?;
+            // Written for newer API servers. kube-apiserver 1.20 refuses some of their
+            // defaults (it reads `default: ""` as null), so defaults go, in memory only: a dry
+            // run of the overlay needs the kinds' fields, not their defaults. kubectl 1.20 and
+            // a server-side apply refuse fields they do not know (`selectableFields`), which a
+            // create drops.
+            drop_defaults(&mut crd);
+            let path = self.env.logs.join("cert-manager-crd.json");
+            fs::write(&path, crd.to_string())?;
+            self.admin(&["delete", "--ignore-not-found", "-f"], Some(&path))?;
+            self.admin(&["create", "--validate=false", "-f"], Some(&path))?;
+        }
+        for crd in ["certificates.cert-manager.io", "issuers.cert-manager.io"] {
+            self.admin(
+                &[
+                    "wait",
+                    "--for=condition=Established",
+                    "--timeout=60s",
+                    &format!("crd/{crd}"),
+                ],
+                None,
+            )?;
+        }
+        let overlay = self.dir.join("deploy/cert-manager");
+        let built = self.kustomize(&overlay)?;
+        for kind in ["Certificate", "Issuer"] {
+            if !built.lines().any(|line| line == format!("kind: {kind}")) {
+                bail!("{} builds no {kind}", overlay.display());
+            }
+        }
+        // kubectl 1.20's kustomize blanks references to a name it deleted, into `{}` documents
+        // and empty names, which a dry run accepts.
+        if built
+            .lines()
+            .any(|line| line.trim() == "{}" || line.trim_end().ends_with("name: \"\""))
+        {
+            bail!("{} blanks a name:\n{built}", overlay.display());
+        }
+        self.admin(&["apply", "--dry-run=server", "-k"], Some(&overlay))
+    }
+}
+
+/// Removes every `default` of a schema (never a property named `default`, whose value is a
+/// schema, an object).
+fn drop_defaults(value: &mut Value) {
+    match value {
+        Value::Object(fields) => {
+            if fields.get("default").is_some_and(|d| !d.is_object()) {
+                fields.remove("default");
+            }
+            fields.values_mut().for_each(drop_defaults);
+        }
+        Value::Array(items) => items.iter_mut().for_each(drop_defaults),
+        _ => {}
+    }
+}
