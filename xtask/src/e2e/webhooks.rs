@@ -194,12 +194,10 @@ impl Suite {
             let mut crd: Value =
                 serde_saphyr::from_str_with_options(&text, operator_gen::limits::yaml_options())
                     .with_context(|| format!("reading {}", crd.display()))?;
-            // Written for newer API servers. kube-apiserver 1.20 refuses some of their
-            // defaults (it reads `default: ""` as null), so defaults go, in memory only: a dry
-            // run of the overlay needs the kinds' fields, not their defaults. kubectl 1.20 and
-            // a server-side apply refuse fields they do not know (`selectableFields`), which a
+            // Written for newer API servers: see `for_kube_1_20`. kubectl 1.20 and a
+            // server-side apply refuse fields they do not know (`selectableFields`), which a
             // create drops.
-            drop_defaults(&mut crd);
+            for_kube_1_20(&mut crd);
             let path = self.env.logs.join("cert-manager-crd.json");
             fs::write(&path, crd.to_string())?;
             self.admin(&["delete", "--ignore-not-found", "-f"], Some(&path))?;
@@ -235,17 +233,25 @@ impl Suite {
     }
 }
 
-/// Removes every `default` of a schema (never a property named `default`, whose value is a
-/// schema, an object).
-fn drop_defaults(value: &mut Value) {
-    match value {
+/// Adapts a current CRD's schema, in memory, to kube-apiserver 1.20, which reads
+/// `default: ""` as null and refuses it. Such defaults go; a list-map key that had one is
+/// made required instead, as 1.20 demands a key have one or the other. A dry run of objects
+/// that set their keys validates the same.
+fn for_kube_1_20(schema: &mut Value) {
+    match schema {
         Value::Object(fields) => {
-            if fields.get("default").is_some_and(|d| !d.is_object()) {
+            if fields.get("default") == Some(&Value::String(String::new())) {
                 fields.remove("default");
             }
-            fields.values_mut().for_each(drop_defaults);
+            let keys = fields.get("x-kubernetes-list-map-keys").cloned();
+            if let (Some(Value::Array(keys)), Some(items)) = (keys, fields.get_mut("items")) {
+                let required = items["required"].as_array().cloned().unwrap_or_default();
+                let missing = keys.into_iter().filter(|k| !required.contains(k));
+                items["required"] = required.iter().cloned().chain(missing).collect();
+            }
+            fields.values_mut().for_each(for_kube_1_20);
         }
-        Value::Array(items) => items.iter_mut().for_each(drop_defaults),
+        Value::Array(items) => items.iter_mut().for_each(for_kube_1_20),
         _ => {}
     }
 }
