@@ -154,6 +154,7 @@ predicates: [generation, finalizers]
 concurrency: 2
 debounce: 1s
 sample: { spec: { mode: slow, label: abc } }
+webhooks: { validating: true, mutating: true }
 dependencies:
   anyhow: "1"
   reqwest: { version: "0.12", features: [json], default-features: false }

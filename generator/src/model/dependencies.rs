@@ -225,3 +225,45 @@ fn toml_value(spec: &DependencySpec) -> toml::Value {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The version in a spec: the string itself, or its `version` key.
+    fn version(spec: &str) -> String {
+        let parsed: toml::Table = toml::from_str(&format!("spec = {spec}")).expect("valid TOML");
+        match &parsed["spec"] {
+            toml::Value::String(version) => version.clone(),
+            table => table["version"].as_str().expect("a version").to_owned(),
+        }
+    }
+
+    /// DERIVED and WEBHOOKS restate a base crate to add features; a version bumped in BASE
+    /// alone would build that crate twice, at two versions.
+    #[test]
+    fn a_crate_restated_for_features_keeps_the_base_version() {
+        for (name, spec) in DERIVED.iter().chain(WEBHOOKS) {
+            if let Some((_, base)) = BASE.iter().find(|(base, _)| base == name) {
+                assert_eq!(version(spec), version(base), "{name}");
+                let features = |spec: &str| -> Vec<String> {
+                    let parsed: toml::Table =
+                        toml::from_str(&format!("spec = {spec}")).expect("TOML");
+                    parsed["spec"]
+                        .get("features")
+                        .and_then(toml::Value::as_array)
+                        .map(|f| {
+                            f.iter()
+                                .filter_map(|v| v.as_str().map(str::to_owned))
+                                .collect()
+                        })
+                        .unwrap_or_default()
+                };
+                let kept = features(spec);
+                for feature in features(base) {
+                    assert!(kept.contains(&feature), "{name} drops the base's {feature}");
+                }
+            }
+        }
+    }
+}
