@@ -20,6 +20,9 @@ pub struct Webhooks {
     pub validating: Option<Webhook>,
     /// `mutate(object)` is served on `/mutate`.
     pub mutating: Option<Webhook>,
+    /// One configuration per webhook, validating first: what deploy/, RBAC and the CA
+    /// publishing loop over.
+    pub configurations: Vec<Configuration>,
     /// Both configurations (validating and mutating) are named after the crate.
     pub configuration: Text,
     /// The Secret holding the self-managed serving certificate, which every replica reads.
@@ -42,6 +45,18 @@ pub struct Webhooks {
     pub resource: Text,
     /// `Namespaced` or `Cluster`, as `rules[].scope` spells it.
     pub scope: Constant,
+}
+
+/// A webhook configuration object and its one webhook.
+#[derive(Debug, Clone, Serialize)]
+pub struct Configuration {
+    /// `ValidatingWebhookConfiguration` or `MutatingWebhookConfiguration`, also the
+    /// k8s-openapi type's name.
+    pub kind: Constant,
+    /// The kind's resource, for RBAC.
+    pub resource: Constant,
+    pub webhook: Webhook,
+    pub mutating: bool,
 }
 
 /// One webhook of a configuration.
@@ -81,9 +96,38 @@ pub(super) fn resolve(
             path: Constant(path),
         })
     };
+    let validating = webhook(asked.validating, "validate", "/validate");
+    let mutating = webhook(asked.mutating, "mutate", "/mutate");
+    let configuration = |webhook: &Option<Webhook>, mutating: bool| {
+        let (kind, resource) = if mutating {
+            (
+                "MutatingWebhookConfiguration",
+                "mutatingwebhookconfigurations",
+            )
+        } else {
+            (
+                "ValidatingWebhookConfiguration",
+                "validatingwebhookconfigurations",
+            )
+        };
+        webhook.clone().map(|webhook| Configuration {
+            kind: Constant(kind),
+            resource: Constant(resource),
+            webhook,
+            mutating,
+        })
+    };
+    let configurations = [
+        configuration(&validating, false),
+        configuration(&mutating, true),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
     Ok(Some(Webhooks {
-        validating: webhook(asked.validating, "validate", "/validate"),
-        mutating: webhook(asked.mutating, "mutate", "/mutate"),
+        validating,
+        mutating,
+        configurations,
         configuration: Text::new(crate_name),
         secret: Text::new(format!("{crate_name}-webhook-tls")),
         cert_manager_secret: Text::new(format!("{crate_name}-webhook-certificate")),
