@@ -7,6 +7,8 @@
 //!   (the finalizer patch and the child's server-side apply) with many requests in flight; the
 //!   operator's requests per primary by verb, from its own counter and the API server's; its
 //!   writes on a restart over a converged world; its peak memory per primary and child pair.
+//! - `webhook`: example-operator's admission webhook answering a review in process, against
+//!   decoding the review and encoding an answer (`bench/webhook.rs`).
 //!
 //! It prints one table of ratios with the command behind each row. It asserts nothing: these
 //! are measurements, and the README quotes a clean run.
@@ -40,6 +42,8 @@ use serde_json::json;
 
 use crate::cluster::{Cluster, OPERATOR_NAMESPACE};
 
+mod webhook;
+
 /// The kopium release the generator is measured against, the one it uses as a library.
 const KOPIUM_VERSION: &str = "0.24.1";
 /// Requests in flight for the floor and for creating primaries.
@@ -61,6 +65,9 @@ pub struct BenchArgs {
     /// Primaries for the memory figure in `runtime`; 0 skips it.
     #[arg(long, default_value_t = 10_000)]
     memory_primaries: usize,
+    /// Reviews answered per round in `webhook`.
+    #[arg(long, default_value_t = 2_000)]
+    reviews: usize,
 }
 
 #[derive(Subcommand, Clone, Copy, PartialEq, Eq)]
@@ -69,6 +76,8 @@ enum What {
     Gen,
     /// example-operator against the API server's own floor.
     Runtime,
+    /// example-operator's admission webhook against decoding and answering alone.
+    Webhook,
 }
 
 /// One row of the table.
@@ -83,14 +92,18 @@ struct Row {
 pub fn run(args: BenchArgs) -> Result<std::process::ExitCode> {
     let workspace = crate::workspace_root();
     let mut rows = Vec::new();
-    if args.what != Some(What::Runtime) {
+    let all = args.what.is_none();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    if all || args.what == Some(What::Gen) {
         rows.extend(gen_rows(&workspace, args.runs.max(5))?);
     }
-    if args.what != Some(What::Gen) {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .enable_all()
-            .build()?;
+    if all || args.what == Some(What::Runtime) {
         rows.extend(runtime.block_on(runtime_rows(&workspace, &args))?);
+    }
+    if all || args.what == Some(What::Webhook) {
+        rows.extend(runtime.block_on(webhook::rows(args.reviews.max(1)))?);
     }
     println!("| figure | operator-gen | floor | ratio | command |");
     println!("| --- | --- | --- | --- | --- |");
