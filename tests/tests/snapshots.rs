@@ -49,6 +49,16 @@ fn certificate_mutating_webhook() {
 }
 
 #[test]
+fn deployment_builtin_webhooks() {
+    snapshot_fixture("deployment-builtin-webhooks");
+}
+
+#[test]
+fn backup_derived_webhooks() {
+    snapshot_fixture("backup-derived-webhooks");
+}
+
+#[test]
 fn every_fixture_has_a_snapshot_test() {
     let source = include_str!("snapshots.rs");
     for name in fixtures() {
