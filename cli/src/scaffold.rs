@@ -42,6 +42,11 @@ pub struct NewArgs {
     /// Make the derived resource namespaced.
     #[arg(long, requires = "derive")]
     pub namespaced: bool,
+    /// Also serve these versions of the derived resource, comma-separated (v1alpha1): each
+    /// gets a module of `src/types.rs` with conversions to and from --api-version, the
+    /// storage version, and the operator serves the CRD's conversion webhook.
+    #[arg(long, value_delimiter = ',', requires = "derive")]
+    pub also: Vec<String>,
     /// A generic metadata-only operator over several built-in kinds.
     #[arg(long, requires = "kinds", conflicts_with = "crd")]
     pub generic: bool,
@@ -72,6 +77,7 @@ pub fn run(args: NewArgs, shell: &Shell) -> anyhow::Result<ExitCode> {
             version,
             plural: None,
             namespaced: args.namespaced,
+            also_served: args.also,
         })
     } else if args.generic {
         NewPrimary::Generic(args.kinds)

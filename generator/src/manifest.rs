@@ -124,6 +124,11 @@ pub struct Derived {
     pub plural: Option<String>,
     #[serde(default)]
     pub namespaced: bool,
+    /// Other versions served besides `version`, which stays the storage version (the hub).
+    /// Each is a module of `src/types.rs` with conversions to and from the hub, and the API
+    /// server converts between them through the operator's conversion webhook.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub also_served: Vec<String>,
 }
 
 /// `owns:` entry, becoming `Controller::owns`.

@@ -75,6 +75,10 @@ fn primary_lines(primary: &NewPrimary) -> String {
                     .map(|p| format!("    plural: {}", yaml_string(p))),
             );
             lines.push(format!("    namespaced: {}", d.namespaced));
+            if !d.also_served.is_empty() {
+                let versions: Vec<String> = d.also_served.iter().map(|v| yaml_string(v)).collect();
+                lines.push(format!("    alsoServed: [{}]", versions.join(", ")));
+            }
             lines.join("\n")
         }
         NewPrimary::Generic(kinds) => {

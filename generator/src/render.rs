@@ -47,15 +47,22 @@ struct Template {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Needs {
     Nothing,
-    /// Any admission webhook.
+    /// Any webhook: the HTTPS server, its certificate and its Secret.
     Webhooks,
+    /// An admission webhook: the hooks and their configurations.
+    Admission,
+    /// A conversion webhook: a derived resource served in several versions.
+    Conversion,
 }
 
 impl Needs {
     fn met_by(self, operator: &Operator) -> bool {
+        let webhooks = operator.webhooks.as_ref();
         match self {
             Needs::Nothing => true,
-            Needs::Webhooks => operator.webhooks.is_some(),
+            Needs::Webhooks => webhooks.is_some(),
+            Needs::Admission => webhooks.is_some_and(|w| !w.configurations.is_empty()),
+            Needs::Conversion => webhooks.is_some_and(|w| w.conversion.is_some()),
         }
     }
 }
@@ -100,7 +107,8 @@ const TEMPLATES: &[Template] = &[
     template!("settings.rs.tera" => "src/settings.rs", Generated, RustAsWritten),
     template!("webhook.rs.tera" => "src/webhook.rs", Generated, RustAsWritten, needs Webhooks),
     template!("certificates.rs.tera" => "src/certificates.rs", Generated, RustAsWritten, needs Webhooks),
-    template!("admission.rs.tera" => "src/admission.rs", Scaffold, RustAsWritten, needs Webhooks),
+    template!("admission.rs.tera" => "src/admission.rs", Scaffold, RustAsWritten, needs Admission),
+    template!("conversion.rs.tera" => "src/conversion.rs", Generated, RustAsWritten, needs Conversion),
     template!("controller.rs.tera" => "src/controller.rs", Generated, RustAsWritten, Imported, Builtin, Derived),
     template!("controller_dynamic.rs.tera" => "src/controller.rs", Generated, RustAsWritten, Dynamic),
     template!("controller_generic.rs.tera" => "src/controller.rs", Generated, RustAsWritten, Generic),

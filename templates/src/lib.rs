@@ -15,6 +15,7 @@ pub const FILES: &[(&str, &str)] = &[
         include_str!("../certificates.rs.tera"),
     ),
     ("webhook.rs.tera", include_str!("../webhook.rs.tera")),
+    ("conversion.rs.tera", include_str!("../conversion.rs.tera")),
     (
         "deploy/base/webhooks.yaml.tera",
         include_str!("../deploy/base/webhooks.yaml.tera"),
@@ -37,6 +38,10 @@ pub const FILES: &[(&str, &str)] = &[
     ("_failures.rs.tera", include_str!("../_failures.rs.tera")),
     ("_policy.rs.tera", include_str!("../_policy.rs.tera")),
     ("_runtime.rs.tera", include_str!("../_runtime.rs.tera")),
+    (
+        "_types_versions.rs.tera",
+        include_str!("../_types_versions.rs.tera"),
+    ),
     ("controller.rs.tera", include_str!("../controller.rs.tera")),
     (
         "controller_dynamic.rs.tera",

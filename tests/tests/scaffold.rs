@@ -112,6 +112,20 @@ fn every_archetype_builds_and_passes_its_tests_and_survives_a_new_relation() {
                 version: "v1".to_owned(),
                 plural: None,
                 namespaced: true,
+                also_served: Vec::new(),
+            }),
+        ),
+        (
+            // `new --derive Backup ... --also v1alpha1,v1beta1`: its shipped tests convert
+            // every version through the hub and back.
+            "derived-versions",
+            NewPrimary::Derived(Derived {
+                kind: "Backup".to_owned(),
+                group: "example.com".to_owned(),
+                version: "v1".to_owned(),
+                plural: None,
+                namespaced: false,
+                also_served: vec!["v1alpha1".to_owned(), "v1beta1".to_owned()],
             }),
         ),
         (
@@ -149,6 +163,11 @@ fn every_archetype_builds_and_passes_its_tests_and_survives_a_new_relation() {
     assert!(
         root.join("derived/src/bin/crdgen.rs").exists(),
         "a derived operator has crdgen"
+    );
+    assert!(
+        root.join("derived-versions/src/conversion.rs").exists()
+            && !root.join("derived/src/conversion.rs").exists(),
+        "only a derived operator served in several versions has a conversion webhook"
     );
 
     // A user edits the reconcile, then adds an owned ConfigMap to the manifest.
@@ -318,6 +337,7 @@ fn new_names_the_flag_that_holds_a_bad_value_and_writes_nothing() {
             version: version.to_owned(),
             plural: None,
             namespaced: true,
+            also_served: Vec::new(),
         }),
         allow_http: false,
     };

@@ -5,7 +5,8 @@
 //! operator runs with a token whose user is its ServiceAccount, so the bindings in its
 //! generated `deploy/base/rbac.yaml` are all it may do: a missing verb fails a check, and the rules
 //! themselves are asserted to grant nothing broad. An operator with admission webhooks is
-//! also checked through them (`e2e/webhooks.rs`). On failure the tail of every process's log
+//! also checked through them (`e2e/webhooks.rs`), and a derived one served in several versions
+//! through its conversion webhook (`e2e/conversion.rs`). On failure the tail of every process's log
 //! is printed; the logs stay in `target/e2e/`.
 
 use std::{
@@ -25,6 +26,7 @@ use serde_json::{Value, json};
 
 use crate::cluster::{self, Cluster, OPERATOR_NAMESPACE, OperatorCrate};
 
+mod conversion;
 mod webhooks;
 
 /// How long a behaviour gets to show. Leader election may need a Lease to expire (15s).
@@ -139,6 +141,10 @@ struct Suite {
     name: String,
     dir: PathBuf,
     manifest: Manifest,
+    /// The CRD installed: `deploy/base/crd.yaml`, or what a derived crate's `crdgen` printed.
+    crd_path: PathBuf,
+    /// The CRD `crdgen` printed, which the suite installed and so removes.
+    derived_crd: Option<PathBuf>,
     /// The primary's resource name for kubectl (`prometheusrules.monitoring.coreos.com`).
     primary: String,
     api_version: String,
@@ -192,7 +198,14 @@ impl Suite {
     fn new(env: Env, operator: OperatorCrate) -> Result<Self> {
         let OperatorCrate { name, dir } = operator;
         let manifest = Manifest::load(&dir.join("operator.yaml"))?;
-        let crd_path = dir.join("deploy/base/crd.yaml");
+        let derived_crd = if manifest.primary.derive.is_some() {
+            Some(conversion::derived_crd(&env.workspace, &env.logs)?)
+        } else {
+            None
+        };
+        let crd_path = derived_crd
+            .clone()
+            .unwrap_or_else(|| dir.join("deploy/base/crd.yaml"));
         let bytes =
             fs::read(&crd_path).with_context(|| format!("reading {}", crd_path.display()))?;
         let origin = crd_path.display().to_string();
@@ -228,6 +241,8 @@ impl Suite {
             body,
             owned,
             manifest,
+            crd_path,
+            derived_crd,
             dir,
             kubeconfig,
             env,
@@ -253,7 +268,7 @@ impl Suite {
         let owns = !self.owned.is_empty();
         let finalizer = !self.manifest.external.is_empty();
         let mut checks: Vec<Check> = Vec::new();
-        if self.has_webhooks() {
+        if self.has_admission() {
             checks.push((
                 "the validating webhook refuses an invalid primary, which is not stored",
                 Self::validating_refuses,
@@ -265,6 +280,20 @@ impl Suite {
             checks.push((
                 "with no webhook answering creates fail closed; a restart restores them",
                 Self::fails_closed,
+            ));
+        }
+        if !self.older_versions().is_empty() {
+            checks.push((
+                "an object created as an older version reads as the hub and back, unchanged",
+                Self::older_reads_as_hub,
+            ));
+            checks.push((
+                "a field only the hub has survives an edit through an older version",
+                Self::hub_fields_survive,
+            ));
+            checks.push((
+                "a list in every served version holds every object in that version",
+                Self::lists_in_every_version,
             ));
         }
         if owns {
@@ -340,10 +369,7 @@ impl Suite {
     }
 
     fn setup(&mut self) -> Result<()> {
-        self.admin(
-            &["apply", "--server-side", "-f"],
-            Some(&self.dir.join("deploy/base/crd.yaml")),
-        )?;
+        self.admin(&["apply", "--server-side", "-f"], Some(&self.crd_path))?;
         self.admin(
             &[
                 "wait",
@@ -499,7 +525,7 @@ impl Suite {
     /// A change made while the operator is down is acted on once it is back: a new primary,
     /// or, where webhooks refuse creates while no replica answers, a deleted child.
     fn restart_converges(&mut self) -> Result<()> {
-        if self.has_webhooks() {
+        if self.has_admission() {
             let owner = self.uid("first")?;
             let child = self.wait_child(&owner, None)?;
             self.stop("main");
@@ -650,6 +676,7 @@ impl Suite {
             self.remove_webhooks()?;
             self.remove_cert_manager_crds()?;
         }
+        self.remove_derived_crd()?;
         self.admin(&["delete", "namespace", &namespace, "--wait=false"], None)
     }
 
@@ -888,16 +915,20 @@ impl Suite {
             "Deployment",
             "Service",
         ];
+        let asked = self.manifest.webhooks.unwrap_or_default();
         let webhooks = [
-            "Secret",
-            "ValidatingWebhookConfiguration",
-            "MutatingWebhookConfiguration",
+            ("Secret", self.has_webhooks()),
+            ("ValidatingWebhookConfiguration", asked.validating),
+            ("MutatingWebhookConfiguration", asked.mutating),
         ];
-        let webhooks = webhooks.iter().filter(|_| self.has_webhooks());
+        let webhooks = webhooks
+            .iter()
+            .filter(|(_, has)| *has)
+            .map(|(kind, _)| *kind);
         for kind in kinds
             .into_iter()
             .chain(crd.then_some("CustomResourceDefinition"))
-            .chain(webhooks.copied())
+            .chain(webhooks)
         {
             if !built.lines().any(|line| line == format!("kind: {kind}")) {
                 bail!("kubectl kustomize {deploy} gave no {kind}:\n{built}");

@@ -5,7 +5,8 @@
 //! [`crate::text`]'s escaped types; the rest is numbers, flags and enums. One module per
 //! concern: [`primary`] (what is reconciled, per archetype), [`relations`] (owns, watches,
 //! external, and the imports they need), [`policy`] (requeue, backoff, predicates),
-//! [`rbac`] (least-privilege rules), [`webhooks`] (admission webhooks and their objects) and
+//! [`rbac`] (least-privilege rules), [`webhooks`] (admission and conversion webhooks and their
+//! objects) and
 //! [`dependencies`] (the generated Cargo.toml).
 
 mod dependencies;
@@ -23,7 +24,7 @@ pub use self::{
     primary::{Conditions, Primary, PrimaryInput},
     rbac::Rule,
     relations::{External, Import, Related, RelatedCrd, Watched},
-    webhooks::{Webhook, Webhooks},
+    webhooks::{Conversion, Version, Webhook, Webhooks},
 };
 use crate::{
     error::{Error, Result},
@@ -129,7 +130,8 @@ pub struct Operator {
     pub watch_api: Constant,
     /// Names of the objects in `deploy/` that are not the crate name itself.
     pub deploy: Deploy,
-    /// The admission webhooks the operator serves, when the manifest asks for any.
+    /// The webhooks the operator serves: admission webhooks when the manifest asks for any,
+    /// and the conversion webhook of a derived resource served in several versions.
     pub webhooks: Option<Webhooks>,
     /// The CRD as loaded, for `deploy/base/crd.yaml` (imported and dynamic operators).
     pub crd_yaml: Option<YamlDocument>,
@@ -213,12 +215,18 @@ pub fn analyze(
     let scope = policy::scope(manifest, typed, &facts.primary, &relations, &bad)?;
     let requeue = policy::requeue(manifest, &bad)?;
     let uses_chrono = facts.uses_chrono || relations.uses_chrono;
+    let also_served = manifest
+        .primary
+        .derive
+        .as_ref()
+        .map_or(&[][..], |d| d.also_served.as_slice());
     let webhooks = webhooks::resolve(
         manifest.webhooks,
         facts.archetype,
         &crate_name,
         DEPLOY_NAMESPACE.0,
         primary,
+        also_served,
         &bad,
     )?;
     let (dependencies, dev_dependencies) = dependencies::tables(

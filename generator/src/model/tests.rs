@@ -441,3 +441,61 @@ fn webhooks_on_an_untyped_primary_are_refused_naming_the_field() {
     assert!(error.contains("typed primaries"), "{error}");
     assert!(error_of("webhooks: { validatng: true }").contains("validatng"));
 }
+
+/// Analyzes a derived primary `Backup` (example.com/v1) that also serves `also_served`.
+fn analyze_derived(also_served: &str) -> Result<Operator> {
+    let text = format!(
+        "primary:\n  derive: {{ kind: Backup, group: example.com, version: v1, alsoServed: {also_served} }}"
+    );
+    let manifest = Manifest::parse("operator.yaml", &text)?;
+    let derived = manifest.primary.derive.clone().expect("a derived primary");
+    analyze(
+        "operator.yaml",
+        &manifest,
+        &PrimaryInput::Derived(derived),
+        &[],
+        CommandFlags::default(),
+    )
+}
+
+#[test]
+fn versions_also_served_convert_through_the_storage_version() {
+    let operator = analyze_derived("[v1beta1, v1alpha1]").unwrap();
+    let webhooks = operator
+        .webhooks
+        .expect("a conversion webhook needs the HTTPS server");
+    assert!(
+        webhooks.configurations.is_empty(),
+        "no admission webhook was asked for"
+    );
+    let conversion = webhooks.conversion.expect("a conversion");
+    assert_eq!(conversion.hub.name.raw(), "v1");
+    assert_eq!(conversion.hub.api_version.raw(), "example.com/v1");
+    let spokes: Vec<&str> = conversion.spokes.iter().map(|v| v.name.raw()).collect();
+    assert_eq!(spokes, ["v1beta1", "v1alpha1"], "in the manifest's order");
+    assert_eq!(conversion.crd.raw(), "backups.example.com");
+
+    let single = analyze_derived("[]").unwrap();
+    assert!(single.webhooks.is_none(), "one version needs no webhook");
+}
+
+#[test]
+fn versions_also_served_must_be_new_distinct_version_names() {
+    for (also_served, expected) in [
+        ("[v1]", "is `version` itself"),
+        ("[v1alpha1, v1alpha1]", "listed twice"),
+        ("[V1Beta1]", "not a version name"),
+        ("[1alpha1]", "not a version name"),
+        ("[\"v1\\\"); evil\"]", "not a version name"),
+        ("[a1, a2, a3, a4, a5, a6, a7, a8, a9]", "at most 8"),
+    ] {
+        let err = analyze_derived(also_served)
+            .expect_err(also_served)
+            .to_string();
+        assert!(
+            err.contains("primary.derive.alsoServed"),
+            "{also_served}: {err}"
+        );
+        assert!(err.contains(expected), "{also_served}: {err}");
+    }
+}

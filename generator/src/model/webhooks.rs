@@ -1,5 +1,7 @@
-//! Admission webhooks: which ones the operator serves, what they match, and the names of the
-//! objects in `deploy/` that wire them to the API server.
+//! Webhooks: the admission webhooks the operator serves and what they match, the conversion
+//! webhook of a derived resource served in several versions, and the names of the objects in
+//! `deploy/` that wire them to the API server. All of them share one HTTPS server and one
+//! certificate.
 //!
 //! Every name here derives from the checked crate name, so two operators never share a
 //! webhook configuration, a Secret or a role, and the operator's RBAC can name each object.
@@ -9,9 +11,13 @@ use serde::Serialize;
 use super::{Archetype, Primary};
 use crate::{
     error::Result,
-    manifest,
-    text::{Constant, Text},
+    manifest, naming,
+    text::{Constant, Ident, Text},
 };
+
+/// The most versions a derived resource may also serve: each is a module, two conversions and
+/// a round-trip test, and a long list is more likely a mistake than an API's history.
+pub const MAX_ALSO_SERVED: usize = 8;
 
 /// The webhooks of one operator, for the templates.
 #[derive(Debug, Clone, Serialize)]
@@ -20,6 +26,9 @@ pub struct Webhooks {
     pub validating: Option<Webhook>,
     /// `mutate(object)` is served on `/mutate`.
     pub mutating: Option<Webhook>,
+    /// The CRD's conversion webhook, served on `/convert`, for a derived resource served in
+    /// several versions.
+    pub conversion: Option<Conversion>,
     /// One configuration per webhook, validating first: what deploy/, RBAC and the CA
     /// publishing loop over.
     pub configurations: Vec<Configuration>,
@@ -59,6 +68,28 @@ pub struct Configuration {
     pub mutating: bool,
 }
 
+/// The versions of a derived resource and the CRD whose conversion webhook converts them.
+#[derive(Debug, Clone, Serialize)]
+pub struct Conversion {
+    /// The storage version, which every other version converts to and from.
+    pub hub: Version,
+    /// The other served versions, in the manifest's order.
+    pub spokes: Vec<Version>,
+    /// The CRD, `plural.group`, whose `caBundle` the operator writes.
+    pub crd: Text,
+    /// The path the webhook is served on.
+    pub path: Constant,
+}
+
+/// One served version and the module of `src/types.rs` that defines it.
+#[derive(Debug, Clone, Serialize)]
+pub struct Version {
+    pub name: Text,
+    pub module: Ident,
+    /// `group/version`.
+    pub api_version: Text,
+}
+
 /// One webhook of a configuration.
 #[derive(Debug, Clone, Serialize)]
 pub struct Webhook {
@@ -76,12 +107,19 @@ pub(super) fn resolve(
     crate_name: &str,
     namespace: &str,
     primary: &Primary,
+    also_served: &[String],
     bad: &dyn Fn(&str, String) -> crate::Error,
 ) -> Result<Option<Webhooks>> {
-    let Some(asked) = manifest.filter(|w| w.validating || w.mutating) else {
+    let conversion = conversion(primary, also_served, bad)?;
+    let asked = manifest
+        .filter(|w| w.validating || w.mutating)
+        .unwrap_or_default();
+    if !asked.validating && !asked.mutating && conversion.is_none() {
         return Ok(None);
-    };
-    if matches!(archetype, Archetype::Dynamic | Archetype::Generic) {
+    }
+    if (asked.validating || asked.mutating)
+        && matches!(archetype, Archetype::Dynamic | Archetype::Generic)
+    {
         return Err(bad(
             "webhooks",
             "admission webhooks are generated for typed primaries (a CRD with generated types, a \
@@ -127,6 +165,7 @@ pub(super) fn resolve(
     Ok(Some(Webhooks {
         validating,
         mutating,
+        conversion,
         configurations,
         configuration: Text::new(crate_name),
         secret: Text::new(format!("{crate_name}-webhook-tls")),
@@ -147,5 +186,63 @@ pub(super) fn resolve(
         } else {
             "Cluster"
         }),
+    }))
+}
+
+/// The conversion of a derived resource that also serves `also_served`, or `None` when it
+/// serves one version. Each extra version must be a DNS-1035 label, as the API server requires
+/// of version names, distinct from the others and from the storage version.
+fn conversion(
+    primary: &Primary,
+    also_served: &[String],
+    bad: &dyn Fn(&str, String) -> crate::Error,
+) -> Result<Option<Conversion>> {
+    const FIELD: &str = "primary.derive.alsoServed";
+    if also_served.is_empty() {
+        return Ok(None);
+    }
+    if also_served.len() > MAX_ALSO_SERVED {
+        return Err(bad(
+            FIELD,
+            format!(
+                "{} versions listed; at most {MAX_ALSO_SERVED} are served besides `version`",
+                also_served.len()
+            ),
+        ));
+    }
+    let version = |name: &str| Version {
+        name: Text::new(name),
+        module: naming::snake_ident(name),
+        api_version: Text::new(format!("{}/{name}", primary.group.raw())),
+    };
+    let hub = version(primary.version.raw());
+    let mut spokes: Vec<Version> = Vec::new();
+    for name in also_served {
+        if !naming::is_dns_label(name) {
+            return Err(bad(
+                FIELD,
+                format!(
+                    "{name:?} is not a version name: a lowercase DNS label starting with a letter, such as v1alpha1"
+                ),
+            ));
+        }
+        let taken = std::iter::once(&hub)
+            .chain(&spokes)
+            .any(|v| v.name.raw() == name || v.module == version(name).module);
+        if taken {
+            return Err(bad(
+                FIELD,
+                format!(
+                    "{name:?} is listed twice or is `version` itself (the storage version, always served)"
+                ),
+            ));
+        }
+        spokes.push(version(name));
+    }
+    Ok(Some(Conversion {
+        hub,
+        spokes,
+        crd: primary.crd_name.clone(),
+        path: Constant("/convert"),
     }))
 }

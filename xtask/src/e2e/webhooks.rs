@@ -52,8 +52,16 @@ fn cert_manager_crds(suite: &Suite) -> Vec<PathBuf> {
 }
 
 impl Suite {
+    /// Whether the operator serves any webhook, and so has their Secret and HTTPS server.
     pub(super) fn has_webhooks(&self) -> bool {
         self.dir.join("deploy/base/webhooks.yaml").exists()
+    }
+
+    /// Whether it serves admission webhooks, which refuse creates while no replica answers.
+    pub(super) fn has_admission(&self) -> bool {
+        self.manifest
+            .webhooks
+            .is_some_and(|w| w.validating || w.mutating)
     }
 
     /// Installs the Secret and the configurations, calling `https://127.0.0.1:WEBHOOK_PORT`.
