@@ -59,6 +59,11 @@ fn backup_derived_webhooks() {
 }
 
 #[test]
+fn database_derived_conversion() {
+    snapshot_fixture("database-derived-conversion");
+}
+
+#[test]
 fn every_fixture_has_a_snapshot_test() {
     let source = include_str!("snapshots.rs");
     for name in fixtures() {
