@@ -199,7 +199,7 @@ impl Suite {
         let OperatorCrate { name, dir } = operator;
         let manifest = Manifest::load(&dir.join("operator.yaml"))?;
         let derived_crd = if manifest.primary.derive.is_some() {
-            Some(conversion::derived_crd(&env.workspace, &env.logs)?)
+            Some(conversion::derived_crd(&env.workspace, &name, &env.logs)?)
         } else {
             None
         };
@@ -657,6 +657,7 @@ impl Suite {
             if self.has_webhooks() {
                 self.remove_webhooks()?;
             }
+            self.remove_derived_crd()?;
             return Err(error);
         }
         let primary = self.primary.clone();

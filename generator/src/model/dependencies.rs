@@ -79,7 +79,7 @@ const DERIVED: &[(&str, &str)] = &[
     ("serde-saphyr", r#""2.1.1""#),
 ];
 
-/// Admission webhooks: kube's AdmissionReview types, an HTTPS server (axum-server on rustls
+/// Webhooks, admission or conversion: kube's AdmissionReview types, an HTTPS server (axum-server on rustls
 /// with ring, the provider kube's client already uses), JSON patches computed from the typed
 /// change, and rcgen for the self-managed certificate.
 const WEBHOOKS: &[(&str, &str)] = &[

@@ -484,6 +484,8 @@ fn versions_also_served_must_be_new_distinct_version_names() {
     for (also_served, expected) in [
         ("[v1]", "is `version` itself"),
         ("[v1alpha1, v1alpha1]", "listed twice"),
+        ("[v2]", "ranks above \"v1\""),
+        ("[kube]", "not a version name"),
         ("[V1Beta1]", "not a version name"),
         ("[1alpha1]", "not a version name"),
         ("[\"v1\\\"); evil\"]", "not a version name"),

@@ -79,7 +79,13 @@ pub struct Conversion {
     pub crd: Text,
     /// The path the webhook is served on.
     pub path: Constant,
+    /// The annotation of an older version's object that keeps what it cannot say.
+    pub annotation: Constant,
 }
+
+/// The annotation in which the conversion webhook keeps, on an object of an older version,
+/// the hub's fields that version cannot hold.
+pub const HUB_FIELDS_ANNOTATION: &str = "conversion.operator-gen.kube.rs/hub-fields";
 
 /// One served version and the module of `src/types.rs` that defines it.
 #[derive(Debug, Clone, Serialize)]
@@ -99,8 +105,10 @@ pub struct Webhook {
     pub path: Constant,
 }
 
-/// The webhooks `manifest` asks for, or `None`; `bad` reports a manifest that asks for them
-/// on an archetype whose objects the generated code cannot type.
+/// The webhooks the operator serves: the admission webhooks `manifest` asks for and the
+/// conversion of versions `also_served`, or `None` when there are none. `bad` reports a
+/// manifest that asks for admission on an archetype whose objects the generated code cannot
+/// type, or versions that cannot be served.
 pub(super) fn resolve(
     manifest: Option<manifest::Webhooks>,
     archetype: Archetype,
@@ -190,8 +198,10 @@ pub(super) fn resolve(
 }
 
 /// The conversion of a derived resource that also serves `also_served`, or `None` when it
-/// serves one version. Each extra version must be a DNS-1035 label, as the API server requires
-/// of version names, distinct from the others and from the storage version.
+/// serves one version. Every version is named as Kubernetes versions are (`v2`, `v1beta1`,
+/// `v1alpha2`): such names are modules of `src/types.rs` that no crate name can shadow, and
+/// they have an order. Each extra version ranks below the storage version, so that clients
+/// that ask for none read the hub without a conversion.
 fn conversion(
     primary: &Primary,
     also_served: &[String],
@@ -210,26 +220,33 @@ fn conversion(
             ),
         ));
     }
+    let hub_name = primary.version.raw();
+    let Some(hub_rank) = VersionRank::parse(hub_name) else {
+        return Err(bad(
+            "primary.derive.version",
+            format!(
+                "{hub_name:?} cannot be converted to and from other versions: name it as \
+                 Kubernetes names versions (v1, v2beta1, v1alpha1)"
+            ),
+        ));
+    };
     let version = |name: &str| Version {
         name: Text::new(name),
         module: naming::snake_ident(name),
         api_version: Text::new(format!("{}/{name}", primary.group.raw())),
     };
-    let hub = version(primary.version.raw());
     let mut spokes: Vec<Version> = Vec::new();
     for name in also_served {
-        if !naming::is_dns_label(name) {
+        let Some(rank) = VersionRank::parse(name) else {
             return Err(bad(
                 FIELD,
                 format!(
-                    "{name:?} is not a version name: a lowercase DNS label starting with a letter, such as v1alpha1"
+                    "{name:?} is not a version name as Kubernetes names them: v<major>, \
+                     optionally followed by alpha<n> or beta<n> (v1alpha1, v2beta3)"
                 ),
             ));
-        }
-        let taken = std::iter::once(&hub)
-            .chain(&spokes)
-            .any(|v| v.name.raw() == name || v.module == version(name).module);
-        if taken {
+        };
+        if name == hub_name || spokes.iter().any(|v| v.name.raw() == name) {
             return Err(bad(
                 FIELD,
                 format!(
@@ -237,12 +254,98 @@ fn conversion(
                 ),
             ));
         }
+        if rank >= hub_rank {
+            return Err(bad(
+                FIELD,
+                format!(
+                    "{name:?} ranks above {hub_name:?} in Kubernetes' version order, so clients \
+                     would read it by default, each read converted; make the newest version \
+                     `version` (the storage version) and list the older ones here"
+                ),
+            ));
+        }
         spokes.push(version(name));
     }
     Ok(Some(Conversion {
-        hub,
+        hub: version(hub_name),
         spokes,
         crd: primary.crd_name.clone(),
         path: Constant("/convert"),
+        annotation: Constant(HUB_FIELDS_ANNOTATION),
     }))
+}
+
+/// Where a version name stands in Kubernetes' order of versions: a stable version above a
+/// beta above an alpha, then the larger major, then the larger minor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+struct VersionRank {
+    /// 2 for stable, 1 for beta, 0 for alpha.
+    stability: u8,
+    major: u32,
+    minor: u32,
+}
+
+impl VersionRank {
+    /// The rank of `v<major>`, `v<major>beta<minor>` or `v<major>alpha<minor>` (numbers from
+    /// 1, without leading zeros); `None` for any other name.
+    fn parse(name: &str) -> Option<Self> {
+        let number = |digits: &str| -> Option<u32> {
+            let plain = !digits.is_empty()
+                && !digits.starts_with('0')
+                && digits.bytes().all(|b| b.is_ascii_digit());
+            plain.then(|| digits.parse().ok()).flatten()
+        };
+        let rest = name.strip_prefix('v')?;
+        let split = rest
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(rest.len());
+        let (major, tail) = rest.split_at(split);
+        let major = number(major)?;
+        let (stability, minor) = if tail.is_empty() {
+            (2, 0)
+        } else if let Some(minor) = tail.strip_prefix("beta") {
+            (1, number(minor)?)
+        } else {
+            (0, number(tail.strip_prefix("alpha")?)?)
+        };
+        Some(Self {
+            stability,
+            major,
+            minor,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::VersionRank;
+
+    #[test]
+    fn versions_rank_as_kubernetes_orders_them() {
+        let ordered = [
+            "v1alpha1", "v1alpha2", "v2alpha1", "v1beta1", "v1beta2", "v3beta1", "v1", "v2", "v10",
+        ];
+        for pair in ordered.windows(2) {
+            assert!(
+                VersionRank::parse(pair[0]) < VersionRank::parse(pair[1]),
+                "{} < {}",
+                pair[0],
+                pair[1]
+            );
+        }
+        for name in [
+            "v0",
+            "v01",
+            "version1",
+            "v1gamma1",
+            "v1alpha",
+            "v1beta0",
+            "1",
+            "v",
+            "V1",
+            "v99999999999",
+        ] {
+            assert_eq!(VersionRank::parse(name), None, "{name}");
+        }
+    }
 }

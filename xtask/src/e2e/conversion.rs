@@ -6,15 +6,13 @@
 //! into the CRD's `caBundle` with only its generated RBAC, and the API server then converts
 //! every read and write of an older version through it.
 
-use std::{fs, path::PathBuf, process::Command};
+use std::{collections::BTreeSet, fs, path::Path, path::PathBuf, process::Command};
 
 use anyhow::{Context as _, Result, bail};
+use operator_gen::{Selection, crd_document, model::HUB_FIELDS_ANNOTATION, schema_sample};
 use serde_json::{Value, json};
 
-use super::{Suite, webhooks::WEBHOOK_PORT};
-
-/// The annotation the generated conversion keeps the hub's own fields in.
-const HUB_FIELDS: &str = "conversion.operator-gen.kube.rs/hub-fields";
+use super::{Suite, webhooks::on_loopback};
 
 /// A field only the hub of a crate in this workspace has, for the check that it survives.
 struct HubOnly {
@@ -29,26 +27,26 @@ fn hub_only(name: &str) -> Option<HubOnly> {
     })
 }
 
-/// The CRD a derived crate's `crdgen` prints, with its conversion webhook (if any) called on
-/// loopback, written where the suite's logs go. `crdgen` was built with the operators.
-pub(super) fn derived_crd(workspace: &std::path::Path, logs: &std::path::Path) -> Result<PathBuf> {
-    let binary = workspace.join("target/debug/crdgen");
-    let output = Command::new(&binary)
+/// The CRD that crate `name`'s `crdgen` prints, with its conversion webhook (if any) called
+/// on loopback, written into `logs`.
+pub(super) fn derived_crd(workspace: &Path, name: &str, logs: &Path) -> Result<PathBuf> {
+    let output = Command::new(env!("CARGO"))
+        .args(["run", "--quiet", "-p", name, "--bin", "crdgen"])
+        .current_dir(workspace)
         .output()
-        .with_context(|| format!("running {}", binary.display()))?;
+        .context("running crdgen")?;
     if !output.status.success() {
-        bail!("crdgen failed: {}", String::from_utf8_lossy(&output.stderr));
+        bail!(
+            "{name}'s crdgen failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
     }
     let text = String::from_utf8(output.stdout).context("crdgen printed no UTF-8")?;
     let mut crd: Value =
         serde_saphyr::from_str_with_options(&text, operator_gen::limits::yaml_options())
             .context("reading the CRD crdgen printed")?;
     if let Some(config) = crd.pointer_mut("/spec/conversion/webhook/clientConfig") {
-        let path = config["service"]["path"]
-            .as_str()
-            .context("a conversion webhook without a service path")?
-            .to_owned();
-        *config = json!({"url": format!("https://127.0.0.1:{WEBHOOK_PORT}{path}")});
+        on_loopback(config)?;
     }
     fs::create_dir_all(logs)?;
     let path = logs.join("crd.json");
@@ -76,35 +74,47 @@ impl Suite {
         format!("{plural}.{version}.{group}")
     }
 
-    fn group(&self) -> &str {
-        self.api_version
-            .split_once('/')
-            .map_or("", |(group, _)| group)
+    /// `(group, storage version)`.
+    fn group_and_hub(&self) -> (&str, &str) {
+        self.api_version.split_once('/').unwrap_or(("", ""))
     }
 
-    /// The storage version's name.
-    fn hub_version(&self) -> &str {
-        self.api_version
-            .split_once('/')
-            .map_or(self.api_version.as_str(), |(_, version)| version)
+    /// A primary named `name` as `version`: the least object of that version's schema, with
+    /// the manifest's `sample:` over it.
+    fn primary_in(&self, version: &str, name: &str) -> Result<Value> {
+        let origin = self.crd_path.display().to_string();
+        let crds = crd_document::parse_all(&origin, &fs::read(&self.crd_path)?)?;
+        let selection = Selection {
+            crd: None,
+            version: Some(version.to_owned()),
+        };
+        let selected = crd_document::select(&origin, crds, &selection)?;
+        let schema = selected
+            .schema()
+            .with_context(|| format!("{origin} has no schema for {version}"))?;
+        let mut object = schema_sample::sample_with(schema, self.manifest.sample.as_ref());
+        object["apiVersion"] = json!(format!("{}/{version}", self.group_and_hub().0));
+        object["kind"] = json!(self.kind);
+        object["metadata"] = json!({"name": name, "namespace": self.namespace});
+        Ok(object)
     }
 
-    /// An object created as each older version reads as the hub and back unchanged. The first
-    /// is named `first`, which the deletion check deletes.
+    /// An object created as each older version reads as the hub, and back unchanged. The
+    /// first is named `first`, which the deletion check deletes.
     pub(super) fn older_reads_as_hub(&mut self) -> Result<()> {
+        let hub = self.resource_in(self.group_and_hub().1);
         for (index, older) in self.older_versions().iter().enumerate() {
-            let name = if index == 0 {
-                "first".to_owned()
-            } else {
-                format!("created-as-{older}")
+            let name = match index {
+                0 => "first".to_owned(),
+                _ => format!("created-as-{older}"),
             };
-            let mut object = self.primary_object(&name);
-            object["apiVersion"] = json!(format!("{}/{older}", self.group()));
-            self.apply_json(&object)?;
-            let hub = self.get_json(&self.resource_in(self.hub_version()), &name)?;
-            if hub["apiVersion"] != json!(self.api_version) {
-                bail!("read as the hub, {name} came back as {}", hub["apiVersion"]);
-            }
+            let object = self.primary_in(older, &name)?;
+            // The API server may still hold the CRD without the CA the operator just wrote.
+            self.eventually("a create converted through the webhook", || {
+                Ok(self.try_apply_json(&object)?.is_ok())
+            })?;
+            self.get_json(&hub, &name)
+                .with_context(|| format!("{name}, created as {older}, read as the hub"))?;
             let again = self.get_json(&self.resource_in(older), &name)?;
             if again["spec"] != object["spec"] {
                 bail!(
@@ -113,8 +123,11 @@ impl Suite {
                     again["spec"]
                 );
             }
-            if again["metadata"]["annotations"].get(HUB_FIELDS).is_some() {
-                bail!("{name} lost nothing, yet carries {HUB_FIELDS}: {again}");
+            if again["metadata"]["annotations"]
+                .get(HUB_FIELDS_ANNOTATION)
+                .is_some()
+            {
+                bail!("{name} lost nothing, yet carries {HUB_FIELDS_ANNOTATION}: {again}");
             }
         }
         Ok(())
@@ -128,19 +141,22 @@ impl Suite {
             return Ok(());
         };
         let name = "hub-fields";
+        let hub = self.resource_in(self.group_and_hub().1);
         let mut object = self.primary_object(name);
         set_pointer(&mut object, case.pointer, json!(case.value))?;
         self.apply_json(&object)?;
         for older in self.older_versions() {
-            let resource = self.resource_in(&older);
-            let mut read = self.get_json(&resource, name)?;
+            let mut read = self.get_json(&self.resource_in(&older), name)?;
             if read.pointer(case.pointer).is_some() {
                 bail!(
                     "{older} has {} too, so nothing is kept for it",
                     case.pointer
                 );
             }
-            if read["metadata"]["annotations"].get(HUB_FIELDS).is_none() {
+            if read["metadata"]["annotations"]
+                .get(HUB_FIELDS_ANNOTATION)
+                .is_none()
+            {
                 bail!(
                     "read as {older}, the object does not keep {}: {read}",
                     case.pointer
@@ -150,51 +166,54 @@ impl Suite {
             let path = self.env.logs.join(format!("edited-as-{older}.json"));
             fs::write(&path, read.to_string())?;
             self.admin(&["replace", "-f"], Some(&path))?;
-            let hub = self.get_json(&self.resource_in(self.hub_version()), name)?;
-            if hub["metadata"]["labels"]["edited-as"] != json!(older) {
-                bail!("the edit made as {older} was not stored: {hub}");
+            let stored = self.get_json(&hub, name)?;
+            if stored["metadata"]["labels"]["edited-as"] != json!(older) {
+                bail!("the edit made as {older} was not stored: {stored}");
             }
-            if hub.pointer(case.pointer) != Some(&json!(case.value)) {
+            if stored.pointer(case.pointer) != Some(&json!(case.value)) {
                 bail!(
-                    "written back as {older}, the hub lost {}: {hub}",
+                    "written back as {older}, the hub lost {}: {stored}",
                     case.pointer
                 );
             }
-            if hub["metadata"]["annotations"].get(HUB_FIELDS).is_some() {
-                bail!("the hub stores the annotation {HUB_FIELDS}: {hub}");
+            if stored["metadata"]["annotations"]
+                .get(HUB_FIELDS_ANNOTATION)
+                .is_some()
+            {
+                bail!("the hub stores the annotation {HUB_FIELDS_ANNOTATION}: {stored}");
             }
         }
         Ok(())
     }
 
-    /// A list in every served version holds every object, each in that version.
+    /// Listing in any served version gives the same objects: each converted on the way.
     pub(super) fn lists_in_every_version(&mut self) -> Result<()> {
-        let versions: Vec<String> = std::iter::once(self.hub_version().to_owned())
-            .chain(self.older_versions())
-            .collect();
+        let hub = self.group_and_hub().1.to_owned();
         let namespace = self.namespace.clone();
-        let mut counts = Vec::new();
-        for version in &versions {
+        let mut listed = Vec::new();
+        for version in std::iter::once(hub).chain(self.older_versions()) {
             let list = self.admin_json(&[
                 "get",
-                &self.resource_in(version),
+                &self.resource_in(&version),
                 "-n",
                 &namespace,
                 "-o",
                 "json",
             ])?;
-            let items = list["items"].as_array().cloned().unwrap_or_default();
-            let expected = json!(format!("{}/{version}", self.group()));
-            if let Some(other) = items.iter().find(|i| i["apiVersion"] != expected) {
-                bail!(
-                    "listed as {version}, an item came as {}",
-                    other["apiVersion"]
-                );
-            }
-            counts.push(items.len());
+            let names: BTreeSet<String> = list["items"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|item| item["metadata"]["name"].as_str().map(str::to_owned))
+                .collect();
+            listed.push((version, names));
         }
-        if counts.iter().any(|&n| n != counts[0]) || counts[0] < versions.len() {
-            bail!("lists in {versions:?} held {counts:?} objects");
+        let (hub, names) = &listed[0];
+        if !names.contains("first") {
+            bail!("listed as {hub}, the objects are {names:?}, without `first`");
+        }
+        if let Some((version, other)) = listed.iter().find(|(_, other)| other != names) {
+            bail!("listed as {hub}: {names:?}; as {version}: {other:?}");
         }
         Ok(())
     }
@@ -211,9 +230,9 @@ impl Suite {
 
 /// Sets `value` at the JSON pointer `pointer`, creating objects on the way.
 fn set_pointer(object: &mut Value, pointer: &str, value: Value) -> Result<()> {
-    let mut target = object;
     let keys: Vec<&str> = pointer.split('/').skip(1).collect();
     let (last, parents) = keys.split_last().context("an empty pointer")?;
+    let mut target = object;
     for key in parents {
         target = &mut target[*key];
     }

@@ -16,6 +16,17 @@ use super::Suite;
 /// The port the installed configurations call. One replica at a time holds it.
 pub(super) const WEBHOOK_PORT: u16 = 19443;
 
+/// Points a webhook's `clientConfig` at `https://127.0.0.1:WEBHOOK_PORT`, on the path of the
+/// Service it names: the operator runs outside the cluster.
+pub(super) fn on_loopback(config: &mut Value) -> Result<()> {
+    let path = config["service"]["path"]
+        .as_str()
+        .context("a webhook without a service path")?
+        .to_owned();
+    *config = json!({"url": format!("https://127.0.0.1:{WEBHOOK_PORT}{path}")});
+    Ok(())
+}
+
 /// What an operator's own hooks refuse and default, for the checks that need to know.
 pub(super) struct HookCase {
     /// Turns the sample into an object `validate` refuses.
@@ -76,12 +87,7 @@ impl Suite {
         objects.retain(|o| !o.is_null());
         for object in &mut objects {
             for webhook in object["webhooks"].as_array_mut().into_iter().flatten() {
-                let path = webhook["clientConfig"]["service"]["path"]
-                    .as_str()
-                    .context("a webhook without a service path")?
-                    .to_owned();
-                webhook["clientConfig"] =
-                    json!({"url": format!("https://127.0.0.1:{WEBHOOK_PORT}{path}")});
+                on_loopback(&mut webhook["clientConfig"])?;
             }
         }
         let path = self.installed_webhooks();
