@@ -176,12 +176,19 @@ fn check_flags(primary: &NewPrimary) -> Result<()> {
                     "a lowercase DNS label such as v1",
                 ),
             ];
-            match checks.into_iter().find(|(_, _, ok, _)| !ok) {
-                Some((flag, value, _, rule)) => {
-                    Err(flag_error(flag, format!("{value:?} must be {rule}")))
-                }
-                None => Ok(()),
+            if let Some((flag, value, _, rule)) = checks.into_iter().find(|(_, _, ok, _)| !ok) {
+                return Err(flag_error(flag, format!("{value:?} must be {rule}")));
             }
+            if d.also_served.is_empty() {
+                return Ok(());
+            }
+            crate::model::check_versions(&d.version, &d.also_served).map_err(|(field, reason)| {
+                let flag = match field {
+                    "primary.derive.version" => "--api-version",
+                    _ => "--also",
+                };
+                flag_error(flag, reason)
+            })
         }
         NewPrimary::Builtin(kind) => builtin("--kind", kind),
         NewPrimary::Generic(kinds) if kinds.is_empty() => Err(flag_error(

@@ -341,6 +341,13 @@ fn new_names_the_flag_that_holds_a_bad_value_and_writes_nothing() {
         }),
         allow_http: false,
     };
+    // `--also <version>` on a derived operator.
+    let also = |mut new: NewOperator, version: &str| {
+        if let NewPrimary::Derived(d) = &mut new.primary {
+            d.also_served = vec![version.to_owned()];
+        }
+        new
+    };
     let builtin = NewOperator {
         primary: NewPrimary::Builtin("Deploymint".to_owned()),
         ..derived("Backup", "example.com", "v1")
@@ -349,6 +356,15 @@ fn new_names_the_flag_that_holds_a_bad_value_and_writes_nothing() {
         (derived("Bad Kind", "example.com", "v1"), "--derive"),
         (derived("Backup", "Example_com", "v1"), "--group"),
         (derived("Backup", "example.com", "V 1"), "--api-version"),
+        (also(derived("Backup", "example.com", "v1"), "v2"), "--also"),
+        (
+            also(derived("Backup", "example.com", "v1"), "kube"),
+            "--also",
+        ),
+        (
+            also(derived("Backup", "example.com", "stable"), "v1"),
+            "--api-version",
+        ),
         (builtin, "--kind"),
     ];
     for (new, flag) in cases {

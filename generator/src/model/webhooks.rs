@@ -198,21 +198,41 @@ pub(super) fn resolve(
 }
 
 /// The conversion of a derived resource that also serves `also_served`, or `None` when it
-/// serves one version. Every version is named as Kubernetes versions are (`v2`, `v1beta1`,
-/// `v1alpha2`): such names are modules of `src/types.rs` that no crate name can shadow, and
-/// they have an order. Each extra version ranks below the storage version, so that clients
-/// that ask for none read the hub without a conversion.
+/// serves one version; the versions are checked by [`check_versions`].
 fn conversion(
     primary: &Primary,
     also_served: &[String],
     bad: &dyn Fn(&str, String) -> crate::Error,
 ) -> Result<Option<Conversion>> {
-    const FIELD: &str = "primary.derive.alsoServed";
     if also_served.is_empty() {
         return Ok(None);
     }
+    let hub_name = primary.version.raw();
+    check_versions(hub_name, also_served).map_err(|(field, reason)| bad(field, reason))?;
+    let version = |name: &str| Version {
+        name: Text::new(name),
+        module: naming::snake_ident(name),
+        api_version: Text::new(format!("{}/{name}", primary.group.raw())),
+    };
+    Ok(Some(Conversion {
+        hub: version(hub_name),
+        spokes: also_served.iter().map(|name| version(name)).collect(),
+        crd: primary.crd_name.clone(),
+        path: Constant("/convert"),
+        annotation: Constant(HUB_FIELDS_ANNOTATION),
+    }))
+}
+
+/// Checks the versions of a derived resource served as `hub` and `also_served`; on failure,
+/// the manifest field at fault (`primary.derive.version` or `primary.derive.alsoServed`) and
+/// why. Every version is named as Kubernetes versions are (`v2`, `v1beta1`, `v1alpha2`): such
+/// names are modules of `src/types.rs` that no crate name can shadow, and they have an order.
+/// Each extra version ranks below the storage version, so that clients that ask for none read
+/// the hub without a conversion.
+pub fn check_versions(hub: &str, also_served: &[String]) -> Result<(), (&'static str, String)> {
+    const FIELD: &str = "primary.derive.alsoServed";
     if also_served.len() > MAX_ALSO_SERVED {
-        return Err(bad(
+        return Err((
             FIELD,
             format!(
                 "{} versions listed; at most {MAX_ALSO_SERVED} are served besides `version`",
@@ -220,25 +240,18 @@ fn conversion(
             ),
         ));
     }
-    let hub_name = primary.version.raw();
-    let Some(hub_rank) = VersionRank::parse(hub_name) else {
-        return Err(bad(
+    let Some(hub_rank) = VersionRank::parse(hub) else {
+        return Err((
             "primary.derive.version",
             format!(
-                "{hub_name:?} cannot be converted to and from other versions: name it as \
+                "{hub:?} cannot be converted to and from other versions: name it as \
                  Kubernetes names versions (v1, v2beta1, v1alpha1)"
             ),
         ));
     };
-    let version = |name: &str| Version {
-        name: Text::new(name),
-        module: naming::snake_ident(name),
-        api_version: Text::new(format!("{}/{name}", primary.group.raw())),
-    };
-    let mut spokes: Vec<Version> = Vec::new();
-    for name in also_served {
+    for (index, name) in also_served.iter().enumerate() {
         let Some(rank) = VersionRank::parse(name) else {
-            return Err(bad(
+            return Err((
                 FIELD,
                 format!(
                     "{name:?} is not a version name as Kubernetes names them: v<major>, \
@@ -246,8 +259,8 @@ fn conversion(
                 ),
             ));
         };
-        if name == hub_name || spokes.iter().any(|v| v.name.raw() == name) {
-            return Err(bad(
+        if name == hub || also_served[..index].contains(name) {
+            return Err((
                 FIELD,
                 format!(
                     "{name:?} is listed twice or is `version` itself (the storage version, always served)"
@@ -255,24 +268,17 @@ fn conversion(
             ));
         }
         if rank >= hub_rank {
-            return Err(bad(
+            return Err((
                 FIELD,
                 format!(
-                    "{name:?} ranks above {hub_name:?} in Kubernetes' version order, so clients \
+                    "{name:?} ranks above {hub:?} in Kubernetes' version order, so clients \
                      would read it by default, each read converted; make the newest version \
                      `version` (the storage version) and list the older ones here"
                 ),
             ));
         }
-        spokes.push(version(name));
     }
-    Ok(Some(Conversion {
-        hub: version(hub_name),
-        spokes,
-        crd: primary.crd_name.clone(),
-        path: Constant("/convert"),
-        annotation: Constant(HUB_FIELDS_ANNOTATION),
-    }))
+    Ok(())
 }
 
 /// Where a version name stands in Kubernetes' order of versions: a stable version above a
