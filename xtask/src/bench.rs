@@ -9,6 +9,8 @@
 //!   writes on a restart over a converged world; its peak memory per primary and child pair.
 //! - `webhook`: example-operator's admission webhook answering a review in process, against
 //!   decoding the review and encoding an answer (`bench/webhook.rs`).
+//! - `conversion`: backup-controller's conversion webhook converting a page of objects in
+//!   process, against relabelling them (`bench/conversion.rs`).
 //!
 //! It prints one table of ratios with the command behind each row. It asserts nothing: these
 //! are measurements, and the README quotes a clean run.
@@ -42,6 +44,7 @@ use serde_json::json;
 
 use crate::cluster::{Cluster, OPERATOR_NAMESPACE};
 
+mod conversion;
 mod webhook;
 
 /// The kopium release the generator is measured against, the one it uses as a library.
@@ -68,6 +71,9 @@ pub struct BenchArgs {
     /// Reviews answered per round in `webhook`.
     #[arg(long, default_value_t = 2_000)]
     reviews: usize,
+    /// ConversionReviews (of 100 objects each) answered per round in `conversion`.
+    #[arg(long, default_value_t = 50)]
+    conversions: usize,
 }
 
 #[derive(Subcommand, Clone, Copy, PartialEq, Eq)]
@@ -78,6 +84,8 @@ enum What {
     Runtime,
     /// example-operator's admission webhook against decoding and answering alone.
     Webhook,
+    /// backup-controller's conversion webhook against relabelling the objects alone.
+    Conversion,
 }
 
 /// One row of the table.
@@ -104,6 +112,9 @@ pub fn run(args: BenchArgs) -> Result<std::process::ExitCode> {
     }
     if all || args.what == Some(What::Webhook) {
         rows.extend(runtime.block_on(webhook::rows(args.reviews.max(1)))?);
+    }
+    if all || args.what == Some(What::Conversion) {
+        rows.extend(runtime.block_on(conversion::rows(args.conversions.max(1)))?);
     }
     println!("| figure | operator-gen | floor | ratio | command |");
     println!("| --- | --- | --- | --- | --- |");

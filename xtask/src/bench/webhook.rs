@@ -49,7 +49,7 @@ fn floor(body: &[u8]) -> Result<Vec<u8>> {
 }
 
 /// Per-request time of `answer` over `iterations` requests.
-async fn per_request<F, Fut>(iterations: usize, mut answer: F) -> Result<Duration>
+pub(super) async fn per_request<F, Fut>(iterations: usize, mut answer: F) -> Result<Duration>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<Vec<u8>>>,
@@ -61,13 +61,13 @@ where
     Ok(started.elapsed() / iterations as u32)
 }
 
-fn median<T: Copy + PartialOrd>(mut samples: Vec<T>) -> T {
+pub(super) fn median<T: Copy + PartialOrd>(mut samples: Vec<T>) -> T {
     samples.sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
     samples[samples.len() / 2]
 }
 
 /// Rounds of floor then webhook, paired so that a noisy moment weighs on both sides.
-const ROUNDS: usize = 7;
+pub(super) const ROUNDS: usize = 7;
 
 pub(super) async fn rows(iterations: usize) -> Result<Vec<Row>> {
     let body = sample_review()?;
