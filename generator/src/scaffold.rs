@@ -184,8 +184,8 @@ fn check_flags(primary: &NewPrimary) -> Result<()> {
             }
             crate::model::check_versions(&d.version, &d.also_served).map_err(|(field, reason)| {
                 let flag = match field {
-                    "primary.derive.version" => "--api-version",
-                    _ => "--also",
+                    crate::model::VersionField::Version => "--api-version",
+                    crate::model::VersionField::AlsoServed => "--also",
                 };
                 flag_error(flag, reason)
             })

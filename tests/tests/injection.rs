@@ -161,6 +161,17 @@ dependencies:
 devDependencies: { pretty_assertions: "1" }
 "#;
 
+/// A resource defined in Rust and served in three versions, with both admission webhooks: its
+/// names reach the types, the conversion webhook, crdgen and the RBAC of that CRD.
+const DERIVED_MANIFEST: &str = r#"
+name: backup-operator
+primary:
+  derive: { kind: Backup, group: backup.example.com, version: v2, plural: backups, namespaced: true, alsoServed: [v1beta1, v1alpha1] }
+owns:
+  - { kind: ConfigMap }
+webhooks: { validating: true, mutating: true }
+"#;
+
 /// One step of a path into a document.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Step {
@@ -270,6 +281,8 @@ enum Input {
     Crd,
     RelatedCrd,
     Manifest,
+    /// The manifest of a derived primary; the CRDs are then unused.
+    DerivedManifest,
 }
 
 /// Generates from the three inputs, written into `dir` as `gen --manifest` would read them.
@@ -528,11 +541,18 @@ fn attack(input: Input) -> Vec<String> {
         parse_yaml(CRD),
         parse_yaml(RELATED_CRD),
         parse_yaml(MANIFEST),
+        parse_yaml(DERIVED_MANIFEST),
     ];
     let target = match input {
         Input::Crd => 0,
         Input::RelatedCrd => 1,
         Input::Manifest => 2,
+        Input::DerivedManifest => 3,
+    };
+    let manifest = if input == Input::DerivedManifest {
+        3
+    } else {
+        2
     };
     let mut all = Vec::new();
     leaves(&documents[target], &mut Vec::new(), &mut all);
@@ -554,7 +574,7 @@ fn attack(input: Input) -> Vec<String> {
                     let run = |text: &str, leaf: &Leaf| {
                         let mut inputs = documents.clone();
                         inputs[target] = replaced(&documents[target], leaf, text);
-                        generate(&dir, &inputs[0], &inputs[1], &inputs[2])
+                        generate(&dir, &inputs[0], &inputs[1], &inputs[manifest])
                     };
                     for leaf in &leaves {
                         let twin = run(TWIN, leaf);
@@ -600,6 +620,11 @@ fn no_manifest_text_becomes_code_or_configuration() {
 }
 
 #[test]
+fn no_derived_manifest_text_becomes_code_or_configuration() {
+    assert_no_problems(Input::DerivedManifest);
+}
+
+#[test]
 fn the_base_inputs_generate_and_every_leaf_is_visited() {
     let dir = scratch("base");
     let generated = generate(
@@ -616,6 +641,19 @@ fn the_base_inputs_generate_and_every_leaf_is_visited() {
             .iter()
             .any(|f| f.path.ends_with("src/controller.rs"))
     );
+    let derived = generate(
+        &dir,
+        &parse_yaml(CRD),
+        &parse_yaml(RELATED_CRD),
+        &parse_yaml(DERIVED_MANIFEST),
+    )
+    .expect("the derived manifest generates");
+    for file in ["src/conversion.rs", "src/admission.rs", "src/bin/crdgen.rs"] {
+        assert!(
+            derived.plan.files.iter().any(|f| f.path.ends_with(file)),
+            "the derived manifest renders {file}"
+        );
+    }
     let mut found = Vec::new();
     leaves(&parse_yaml(MANIFEST), &mut Vec::new(), &mut found);
     let dotted: Vec<String> = found.iter().map(Leaf::dotted).collect();

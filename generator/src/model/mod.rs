@@ -24,7 +24,9 @@ pub use self::{
     primary::{Conditions, Primary, PrimaryInput},
     rbac::Rule,
     relations::{External, Import, Related, RelatedCrd, Watched},
-    webhooks::{Conversion, HUB_FIELDS_ANNOTATION, Version, Webhook, Webhooks, check_versions},
+    webhooks::{
+        Conversion, HUB_FIELDS_ANNOTATION, Version, VersionField, Webhook, Webhooks, check_versions,
+    },
 };
 use crate::{
     error::{Error, Result},

@@ -208,7 +208,8 @@ fn conversion(
         return Ok(None);
     }
     let hub_name = primary.version.raw();
-    check_versions(hub_name, also_served).map_err(|(field, reason)| bad(field, reason))?;
+    check_versions(hub_name, also_served)
+        .map_err(|(field, reason)| bad(field.manifest_field(), reason))?;
     let version = |name: &str| Version {
         name: Text::new(name),
         module: naming::snake_ident(name),
@@ -223,14 +224,31 @@ fn conversion(
     }))
 }
 
+/// Which of a derived resource's version fields a [`check_versions`] failure is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum VersionField {
+    /// `primary.derive.version`, the storage version (`new --api-version`).
+    Version,
+    /// `primary.derive.alsoServed` (`new --also`).
+    AlsoServed,
+}
+
+impl VersionField {
+    pub fn manifest_field(self) -> &'static str {
+        match self {
+            VersionField::Version => "primary.derive.version",
+            VersionField::AlsoServed => "primary.derive.alsoServed",
+        }
+    }
+}
+
 /// Checks the versions of a derived resource served as `hub` and `also_served`; on failure,
-/// the manifest field at fault (`primary.derive.version` or `primary.derive.alsoServed`) and
-/// why. Every version is named as Kubernetes versions are (`v2`, `v1beta1`, `v1alpha2`): such
+/// the field at fault and why. Every version is named as Kubernetes versions are (`v2`, `v1beta1`, `v1alpha2`): such
 /// names are modules of `src/types.rs` that no crate name can shadow, and they have an order.
 /// Each extra version ranks below the storage version, so that clients that ask for none read
 /// the hub without a conversion.
-pub fn check_versions(hub: &str, also_served: &[String]) -> Result<(), (&'static str, String)> {
-    const FIELD: &str = "primary.derive.alsoServed";
+pub fn check_versions(hub: &str, also_served: &[String]) -> Result<(), (VersionField, String)> {
+    const FIELD: VersionField = VersionField::AlsoServed;
     if also_served.len() > MAX_ALSO_SERVED {
         return Err((
             FIELD,
@@ -242,7 +260,7 @@ pub fn check_versions(hub: &str, also_served: &[String]) -> Result<(), (&'static
     }
     let Some(hub_rank) = VersionRank::parse(hub) else {
         return Err((
-            "primary.derive.version",
+            VersionField::Version,
             format!(
                 "{hub:?} cannot be converted to and from other versions: name it as \
                  Kubernetes names versions (v1, v2beta1, v1alpha1)"
