@@ -1,9 +1,15 @@
 //! Where a CRD comes from: an HTTPS URL, a file, or stdin, read into memory within the caps
 //! in [`crate::limits`].
 
-use std::{fmt, io::Read, path::PathBuf, time::Duration};
+use std::{
+    fmt,
+    io::Read,
+    path::{Component, Path, PathBuf},
+    time::Duration,
+};
 
 use crate::{
+    crate_dir::{self, CrateDir},
     error::{Error, Result},
     limits::{self, MAX_CRD_BYTES},
 };
@@ -38,8 +44,14 @@ impl Default for FetchLimits {
 pub enum CrdSource {
     /// An `http://` or `https://` URL.
     Url(String),
-    /// A local file.
+    /// A local file named on the command line: read as the user named it, whatever it is
+    /// (`--crd <(curl …)` is a pipe).
     File(PathBuf),
+    /// A file a manifest in `folder` names, `path` as the manifest writes it. A manifest is a
+    /// stranger's, so a path that stays inside `folder` is read as a file of it
+    /// ([`CrateDir`]: no link followed), and any other only when it is a regular file.
+    /// Errors about a file outside `folder` never quote it ([`CrdSource::unquoted`]).
+    Named { folder: PathBuf, path: PathBuf },
     /// Standard input, named `-`.
     Stdin,
     /// Bytes already read (and capped) from the source named `origin`, for a second use
@@ -70,13 +82,59 @@ impl CrdSource {
     /// follows what it says.
     pub fn read_with(&self, allow_http: bool) -> Result<Vec<u8>> {
         match self {
-            Self::Url(url) => fetch(url, &FetchLimits::default(), allow_http),
+            Self::Url(url) => {
+                refuse_user_info(url)?;
+                fetch(url, &FetchLimits::default(), allow_http)
+            }
+            Self::Named { folder, path } => self.read_named(folder, path),
             Self::File(path) => {
                 let file = std::fs::File::open(path).map_err(|e| self.read_error(e))?;
                 read_capped(file, &self.to_string(), MAX_CRD_BYTES)
             }
             Self::Stdin => read_capped(std::io::stdin().lock(), "stdin", MAX_CRD_BYTES),
             Self::Read { bytes, .. } => Ok(bytes.clone()),
+        }
+    }
+
+    /// Reads a file a manifest in `folder` names; see [`CrdSource::Named`].
+    fn read_named(&self, folder: &Path, path: &Path) -> Result<Vec<u8>> {
+        let read = match inside(path) {
+            Some(relative) => CrateDir::new(folder).read(&relative, MAX_CRD_BYTES),
+            None => crate_dir::read_regular(&folder.join(path), MAX_CRD_BYTES),
+        };
+        match read {
+            Ok(Some(bytes)) => Ok(bytes),
+            Ok(None) => Err(Error::Read {
+                origin: self.to_string(),
+                reason: "no such file".to_owned(),
+            }),
+            Err(crate_dir::Error::TooLarge { max, .. }) => Err(too_large(&self.to_string(), max)),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Whether an error about this source may quote its text: not for a file a manifest
+    /// names outside its folder, which may be any file of the user's.
+    fn quotable(&self) -> bool {
+        match self {
+            Self::Named { path, .. } => inside(path).is_some(),
+            _ => true,
+        }
+    }
+
+    /// `error`, about the text of this source, with that text left out when it may not be
+    /// quoted ([`CrdSource::quotable`]): a manifest that names a secret as its CRD gets an
+    /// error that says so without showing any of it. Caps name only themselves, and stay.
+    pub fn unquoted(&self, error: Error) -> Error {
+        if self.quotable() || matches!(error, Error::Limit { .. }) {
+            return error;
+        }
+        Error::NotACrd {
+            origin: self.to_string(),
+            reason: "is not a CRD operator-gen can read; the reason is not shown, because the \
+                     manifest names this file outside its folder and its text may be anything: \
+                     pass it with --crd to see why"
+                .to_owned(),
         }
     }
 
@@ -93,9 +151,55 @@ impl fmt::Display for CrdSource {
         match self {
             Self::Url(url) => f.write_str(url),
             Self::File(path) => write!(f, "{}", path.display()),
+            Self::Named { folder, path } => {
+                write!(f, "{}", crate::normalize(&folder.join(path)).display())
+            }
             Self::Stdin => f.write_str("stdin"),
             Self::Read { origin, .. } => f.write_str(origin),
         }
+    }
+}
+
+/// `path` as a plain path inside the folder it is relative to (`.` and `dir/..` resolved
+/// by name), or `None` when it is absolute or leaves the folder.
+fn inside(path: &Path) -> Option<PathBuf> {
+    if !path.is_relative() {
+        return None;
+    }
+    let normal = crate::normalize(path);
+    let plain = normal.components().next().is_some()
+        && normal
+            .components()
+            .all(|c| matches!(c, Component::Normal(_)));
+    plain.then_some(normal)
+}
+
+/// Refuses a URL with user-info (`https://user:token@host/`): it would be recorded in
+/// `operator.yaml` and printed. The error shows the URL with the user-info masked.
+fn refuse_user_info(url: &str) -> Result<()> {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return Ok(());
+    };
+    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let Some(at) = rest[..authority_end].rfind('@') else {
+        return Ok(());
+    };
+    Err(Error::Fetch {
+        url: format!("{scheme}://***@{}", &rest[at + 1..]),
+        reason: "the URL carries credentials, which operator-gen would record in operator.yaml \
+                 and print; use a URL without them (a public raw link, or download the file \
+                 and pass it with --crd <file>)"
+            .to_owned(),
+    })
+}
+
+fn too_large(origin: &str, max: u64) -> Error {
+    Error::Limit {
+        origin: origin.to_owned(),
+        reason: format!(
+            "larger than the {} limit for a CRD; check that this is a single CRD file",
+            limits::bytes(max)
+        ),
     }
 }
 
@@ -105,13 +209,7 @@ fn read_capped(reader: impl Read, origin: &str, max: u64) -> Result<Vec<u8>> {
         origin: origin.to_owned(),
         reason: e.to_string(),
     })?;
-    bytes.ok_or_else(|| Error::Limit {
-        origin: origin.to_owned(),
-        reason: format!(
-            "larger than the {} limit for a CRD; check that this is a single CRD file",
-            limits::bytes(max)
-        ),
-    })
+    bytes.ok_or_else(|| too_large(origin, max))
 }
 
 /// Rewrites a GitHub `blob/` page link to the raw file it shows, so users can paste the link

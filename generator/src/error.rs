@@ -5,7 +5,7 @@ use std::{fmt::Display, path::PathBuf};
 /// `value` as one line of printable text: input reaches messages (a path, a field name, a
 /// parser's complaint quoting the input), and a message must not be able to rewrite the
 /// terminal it is printed on or pass for more than one line.
-fn shown(value: &dyn Display) -> String {
+pub(crate) fn shown(value: &dyn Display) -> String {
     crate::text::Text::new(value.to_string()).comment()
 }
 
@@ -119,9 +119,15 @@ pub enum Error {
     #[error("an interrupted run left {}; run the same command without --check to restore the folder first", shown(&.journal.display()))]
     Interrupted { journal: PathBuf },
 
-    /// The journal of an interrupted write cannot be read, so the folder cannot be restored.
-    #[error("{} cannot be read ({}); it records an interrupted run: compare the folder with version control, then delete it", shown(&.path.display()), shown(&.reason))]
+    /// The journal of an interrupted write cannot be read, or describes a write operator-gen
+    /// could not have made, so it is not used to restore the folder.
+    #[error("{} is not a journal operator-gen can restore the folder from ({}); if it came with the folder (a clone, an archive), delete it; if a run of operator-gen was interrupted here, compare the folder with version control, then delete it", shown(&.path.display()), shown(&.reason))]
     Journal { path: PathBuf, reason: String },
+
+    /// Reading or writing below the crate folder failed, or met a link, a special file or a
+    /// file too large to be operator-gen's.
+    #[error(transparent)]
+    CrateDir(#[from] crate::crate_dir::Error),
 
     /// A generated file was edited by hand, so rewriting it would lose that edit.
     #[error("{} was edited by hand since it was generated; move the change into a user-owned file (src/reconcile.rs) or rerun with --force to overwrite it", shown(&.path.display()))]

@@ -5,7 +5,8 @@
 use std::path::{Path, PathBuf};
 
 use crate::{
-    CrdSource, Generated, Manifest, Mode, Plan, Report, Request, Result, Selection, record,
+    CrdSource, Generated, Manifest, Mode, Plan, Report, Request, Result, Selection,
+    crate_dir::CrateDir, record,
 };
 
 /// The crate `cargo xtask gen` writes when given no arguments.
@@ -78,11 +79,14 @@ impl Job {
         command
     }
 
-    fn manifest_path(&self) -> Option<PathBuf> {
-        self.manifest.clone().or_else(|| {
-            let beside = self.out.join("operator.yaml");
-            beside.exists().then_some(beside)
-        })
+    /// `--manifest`, else the crate's own `operator.yaml` when anything is there: a link or a
+    /// FIFO in its place is then refused when it is read, rather than skipped.
+    fn manifest_path(&self) -> Result<Option<PathBuf>> {
+        if let Some(manifest) = &self.manifest {
+            return Ok(Some(manifest.clone()));
+        }
+        let present = CrateDir::new(&self.out).exists(Path::new(record::MANIFEST))?;
+        Ok(present.then(|| self.out.join(record::MANIFEST)))
     }
 
     /// Whether `--manifest` names another file than the crate's own `operator.yaml`, so a
@@ -94,12 +98,12 @@ impl Job {
         };
         self.manifest
             .as_deref()
-            .is_some_and(|m| !same(m, &self.out.join("operator.yaml")))
+            .is_some_and(|m| !same(m, &self.out.join(record::MANIFEST)))
     }
 
     /// Reads the manifest and assembles the request.
     pub fn request(&self) -> Result<Request> {
-        let manifest_path = self.manifest_path();
+        let manifest_path = self.manifest_path()?;
         let manifest = match &manifest_path {
             Some(path) => Manifest::load(path)?,
             None => Manifest::default(),

@@ -17,6 +17,7 @@
 //! API server would.
 //! Every input comes from strangers and is read within the caps in [`limits`].
 
+pub mod crate_dir;
 pub mod crd_document;
 pub mod crd_source;
 pub mod error;
@@ -82,18 +83,20 @@ impl Request {
         )
     }
 
-    /// Resolves a `crd:` value from the manifest against the manifest's folder.
+    /// Resolves a `crd:` value from the manifest against the manifest's folder. A path is a
+    /// [`CrdSource::Named`] file, `-` included: a manifest never reads stdin.
     fn manifest_source(&self, value: &str) -> CrdSource {
         match CrdSource::parse(value) {
-            CrdSource::File(path) if path.is_relative() => {
-                let base = self
+            CrdSource::Url(url) => CrdSource::Url(url),
+            _ => CrdSource::Named {
+                folder: self
                     .manifest_path
                     .as_deref()
                     .and_then(Path::parent)
-                    .unwrap_or(Path::new(""));
-                CrdSource::File(normalize(&base.join(path)))
-            }
-            other => other,
+                    .unwrap_or(Path::new(""))
+                    .to_owned(),
+                path: PathBuf::from(value),
+            },
         }
     }
 
@@ -143,7 +146,7 @@ impl Request {
 pub fn load(source: &CrdSource, selection: &Selection, allow_http: bool) -> Result<SelectedCrd> {
     let origin = source.to_string();
     let bytes = source.read_with(allow_http)?;
-    let crds = crd_document::parse_all(&origin, &bytes)?;
+    let crds = crd_document::parse_all(&origin, &bytes).map_err(|e| source.unquoted(e))?;
     crd_document::select(&origin, crds, selection)
 }
 

@@ -9,8 +9,6 @@ use std::time::Duration;
 
 use serde_saphyr::budget::BudgetBreach;
 
-/// The largest CRD accepted from any source, counted after decompression. The largest real
-/// CRDs are under 2 MiB; a bundle of typical CRDs this size parses within the YAML caps.
 /// Reads `reader` to its end when it holds at most `max` bytes, and gives `None` when it holds
 /// more. Reading stops one byte past the cap, so `/dev/zero` or a runaway pipe costs `max`
 /// bytes of memory, never more. Every input file and body is read through this.
@@ -20,10 +18,22 @@ pub fn read_at_most(reader: impl std::io::Read, max: u64) -> std::io::Result<Opt
     Ok((bytes.len() as u64 <= max).then_some(bytes))
 }
 
+/// The largest CRD accepted from any source, counted after decompression. The largest real
+/// CRDs are under 2 MiB; a bundle of typical CRDs this size parses within the YAML caps.
 pub const MAX_CRD_BYTES: u64 = 16 * 1024 * 1024;
 
 /// The largest `operator.yaml` accepted. A full manifest is a few KiB.
 pub const MAX_MANIFEST_BYTES: u64 = 1024 * 1024;
+
+/// The largest file operator-gen reads or writes in a crate folder. A plan holding a larger
+/// file is refused, so the writer can always read back what it wrote; a larger file found
+/// there is not one of its files. The largest outputs are `src/types.rs` and
+/// `deploy/base/crd.yaml` of a CRD at the [`MAX_CRD_BYTES`] cap; both stay below this.
+pub const MAX_CRATE_FILE_BYTES: u64 = 64 * 1024 * 1024;
+
+/// The largest journal of an interrupted write ([`crate::write_plan`]): it lists a few dozen
+/// paths.
+pub const MAX_JOURNAL_BYTES: u64 = 1024 * 1024;
 
 /// The longest a CRD fetch may take from start to end, across redirects and including the
 /// whole body, so a server that trickles a byte a second cannot hold a run forever.

@@ -10,6 +10,7 @@ use std::{path::Path, time::Duration};
 use serde::{Deserialize, Serialize};
 
 use crate::{
+    crate_dir::{self, CrateDir},
     error::{Error, Result},
     limits::{self, MAX_MANIFEST_BYTES, YamlProblem},
 };
@@ -227,16 +228,33 @@ pub enum Predicate {
 impl Manifest {
     /// Reads and parses a manifest file, reading at most [`MAX_MANIFEST_BYTES`] so that a
     /// wrong path (`/dev/zero`, a large binary) fails at once instead of filling memory.
+    ///
+    /// The manifest is usually the crate folder's own, which strangers may have made, so it
+    /// is read as a file of its folder ([`CrateDir`]): a link, a FIFO or a device in its place
+    /// is refused, never followed or opened.
     pub fn load(path: &Path) -> Result<Self> {
         let origin = path.display().to_string();
-        let cannot_read = |e: std::io::Error| Error::Manifest {
-            location: origin.clone(),
-            reason: format!("cannot read the manifest: {e}"),
+        let (folder, name) = match (path.parent(), path.file_name()) {
+            (Some(folder), Some(name)) => (folder, Path::new(name)),
+            _ => {
+                return Err(Error::Manifest {
+                    location: origin,
+                    reason: "not a file name; name the manifest file, such as operator.yaml"
+                        .to_owned(),
+                });
+            }
         };
-        let file = std::fs::File::open(path).map_err(cannot_read)?;
-        let bytes = limits::read_at_most(file, MAX_MANIFEST_BYTES)
-            .map_err(cannot_read)?
-            .ok_or_else(|| too_large(&origin))?;
+        let bytes = match CrateDir::new(folder).read(name, MAX_MANIFEST_BYTES) {
+            Ok(Some(bytes)) => bytes,
+            Ok(None) => {
+                return Err(Error::Manifest {
+                    location: origin,
+                    reason: "cannot read the manifest: no such file".to_owned(),
+                });
+            }
+            Err(crate_dir::Error::TooLarge { .. }) => return Err(too_large(&origin)),
+            Err(e) => return Err(e.into()),
+        };
         let text = String::from_utf8(bytes).map_err(|e| Error::Manifest {
             location: origin.clone(),
             reason: format!(
@@ -723,18 +741,21 @@ predicates: [generation]
         let dir = tempfile::tempdir().unwrap();
         let big = dir.path().join("operator.yaml");
         std::fs::write(&big, "#".repeat(MAX_MANIFEST_BYTES as usize + 1)).unwrap();
-        let mut inputs = vec![big];
-        // An endless file: only a capped read returns.
-        if Path::new("/dev/zero").exists() {
-            inputs.push("/dev/zero".into());
-        }
-        for path in inputs {
-            let err = Manifest::load(&path).unwrap_err();
-            assert!(matches!(err, Error::Limit { .. }), "{err:?}");
-            let text = err.to_string();
+        let err = Manifest::load(&big).unwrap_err();
+        assert!(matches!(err, Error::Limit { .. }), "{err:?}");
+        let text = err.to_string();
+        assert!(
+            text.contains(&big.display().to_string()) && text.contains("1 MiB limit"),
+            "{text}"
+        );
+        // An endless file, directly or through a link in the crate, is never opened.
+        let link = dir.path().join("linked.yaml");
+        std::os::unix::fs::symlink("/dev/zero", &link).unwrap();
+        for path in [Path::new("/dev/zero"), &link] {
+            let err = Manifest::load(path).unwrap_err().to_string();
             assert!(
-                text.contains(&path.display().to_string()) && text.contains("1 MiB limit"),
-                "{text}"
+                err.contains(&path.display().to_string()) && err.contains("not a plain file"),
+                "{err}"
             );
         }
     }

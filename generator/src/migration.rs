@@ -4,6 +4,8 @@
 
 use std::path::Path;
 
+use crate::crate_dir::{CrateDir, Kind};
+
 /// Files of the flat `deploy/` layout that came before the kustomize base and overlay.
 const FLAT_DEPLOY: &[&str] = &[
     "deploy/deployment.yaml",
@@ -16,7 +18,10 @@ pub fn notes(out: &Path) -> Vec<String> {
     let flat: Vec<&str> = FLAT_DEPLOY
         .iter()
         .copied()
-        .filter(|file| out.join(file).is_file())
+        .filter(|file| {
+            let kind = CrateDir::new(out).kind(Path::new(file));
+            matches!(kind, Ok(Some(Kind::File)))
+        })
         .collect();
     if flat.is_empty() {
         return Vec::new();

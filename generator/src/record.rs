@@ -13,8 +13,9 @@ use std::path::{Component, Path, PathBuf};
 
 use crate::{
     CrdSource, Mode,
+    crate_dir::CrateDir,
     error::{Error, Result},
-    limits::{self, MAX_MANIFEST_BYTES},
+    limits::MAX_CRATE_FILE_BYTES,
     model::Operator,
     scaffold::NewPrimary,
     write_plan::{Ownership, PlannedFile},
@@ -22,6 +23,9 @@ use crate::{
 
 /// The file a CRD read from stdin is saved as, beside the manifest that names it.
 pub const SAVED_CRD: &str = "crd.yaml";
+
+/// The crate's own manifest, in its folder.
+pub const MANIFEST: &str = "operator.yaml";
 
 /// The `operator.yaml` of a crate named `name` whose primary is `primary`. Every value goes
 /// through the YAML serializer, so text from a CRD or a command line stays one scalar.
@@ -107,6 +111,7 @@ pub fn first_manifest(
     let recorded = match source {
         CrdSource::Url(url) => url.clone(),
         CrdSource::File(path) => relative_to(path, out)?,
+        CrdSource::Named { folder, path } => relative_to(&folder.join(path), out)?,
         CrdSource::Stdin | CrdSource::Read { .. } => {
             files.push(saved_crd(source, out)?);
             SAVED_CRD.to_owned()
@@ -123,7 +128,7 @@ pub fn first_manifest(
         },
     );
     files.push(PlannedFile {
-        path: "operator.yaml".into(),
+        path: MANIFEST.into(),
         contents: manifest,
         ownership: Ownership::Scaffold,
     });
@@ -144,7 +149,8 @@ fn saved_crd(source: &CrdSource, out: &Path) -> Result<PlannedFile> {
         ),
     })?;
     let path = out.join(SAVED_CRD);
-    if let Some(existing) = read_small(&path)?
+    let existing = CrateDir::new(out).read(Path::new(SAVED_CRD), MAX_CRATE_FILE_BYTES)?;
+    if let Some(existing) = existing
         && existing != text.as_bytes()
     {
         return Err(Error::Read {
@@ -233,7 +239,8 @@ pub fn check_primary(out: &Path, operator: &Operator, mode: Mode) -> Result<()> 
 /// The primary `out/Cargo.toml` records. A Cargo.toml that does not parse records none: the
 /// writer reports it as edited by hand.
 fn recorded_primary(out: &Path) -> Result<Option<String>> {
-    let Some(bytes) = read_small(&out.join("Cargo.toml"))? else {
+    let Some(bytes) = CrateDir::new(out).read(Path::new("Cargo.toml"), MAX_CRATE_FILE_BYTES)?
+    else {
         return Ok(None);
     };
     let Ok(table) = std::str::from_utf8(&bytes)
@@ -249,32 +256,6 @@ fn recorded_primary(out: &Path) -> Result<Option<String>> {
         .and_then(|o| o.get("primary"))
         .and_then(|p| p.as_str())
         .map(str::to_owned))
-}
-
-/// The file at `path` when it exists, read within the manifest cap, since it is a small
-/// text file the run is about to compare with.
-fn read_small(path: &Path) -> Result<Option<Vec<u8>>> {
-    let file = match std::fs::File::open(path) {
-        Ok(file) => file,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(source) => {
-            return Err(Error::Write {
-                path: path.to_owned(),
-                source,
-            });
-        }
-    };
-    let bytes = limits::read_at_most(file, MAX_MANIFEST_BYTES).map_err(|source| Error::Write {
-        path: path.to_owned(),
-        source,
-    })?;
-    bytes.map(Some).ok_or_else(|| Error::Limit {
-        origin: path.display().to_string(),
-        reason: format!(
-            "larger than the {} a generated file can be; move it away",
-            limits::bytes(MAX_MANIFEST_BYTES)
-        ),
-    })
 }
 
 #[cfg(test)]

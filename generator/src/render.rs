@@ -124,6 +124,14 @@ const TEMPLATES: &[Template] = &[
     template!("tests/cluster.rs.tera" => "tests/cluster.rs", Generated, RustAsWritten, Imported),
 ];
 
+/// Every path a rendered plan can hold, for any operator: what a journal of the writer may
+/// name.
+pub fn outputs() -> impl Iterator<Item = &'static std::path::Path> {
+    TEMPLATES
+        .iter()
+        .map(|template| std::path::Path::new(template.output))
+}
+
 /// The template engine: every template and partial, parsed once per process, with
 /// autoescaping on for all of them and an escape function that refuses raw text.
 fn engine() -> Result<&'static Tera> {

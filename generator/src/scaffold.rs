@@ -5,7 +5,9 @@
 use std::path::{Path, PathBuf};
 
 use crate::{
-    CrdSource, Generated, Manifest, Mode, Report, Request, Selection, crd_document,
+    CrdSource, Generated, Manifest, Mode, Report, Request, Selection,
+    crate_dir::CrateDir,
+    crd_document,
     error::{Error, Result},
     manifest::Derived,
     model::CommandFlags,
@@ -200,9 +202,10 @@ fn check_flags(primary: &NewPrimary) -> Result<()> {
     }
 }
 
-/// Whether `dir` is a folder `create` would refuse.
+/// Whether `dir` is a folder `create` would refuse: it holds anything at all.
 pub fn is_occupied(dir: &Path) -> bool {
-    std::fs::read_dir(dir)
-        .map(|mut entries| entries.next().is_some())
-        .unwrap_or(false)
+    CrateDir::new(dir)
+        .entries()
+        .map(|entries| !entries.is_empty())
+        .unwrap_or(true)
 }

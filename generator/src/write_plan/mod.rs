@@ -13,6 +13,9 @@
 //!   A kill between two renames leaves the journal, and the next run restores the previous
 //!   state from it before doing anything else ([`transaction`]).
 //! - New files get the process umask's mode (0644 as usual); an updated file keeps its own.
+//! - Nothing below the folder is followed or opened unless it is a plain folder or a regular
+//!   file, and every read is capped ([`crate::crate_dir`]); a journal is trusted only for what
+//!   the write it describes could have done ([`transaction`]).
 
 mod disk;
 mod transaction;
@@ -26,7 +29,11 @@ use std::{
 use sha2::{Digest, Sha256};
 
 use self::disk::{Disk, RealDisk};
-use crate::error::{Error, Result};
+use crate::{
+    crate_dir::CrateDir,
+    error::{Error, Result},
+    limits::{self, MAX_CRATE_FILE_BYTES},
+};
 
 /// Who owns a file once it exists.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -140,7 +147,7 @@ pub fn checksum_line(comment: &str, body: &str) -> String {
     )
 }
 
-fn hex(bytes: &[u8]) -> String {
+pub(super) fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
@@ -178,20 +185,28 @@ fn is_pristine(existing: &str) -> bool {
 }
 
 impl Plan {
-    /// Builds a plan, refusing two files at one path and any path that would leave the
-    /// output folder (absolute, or through `..`).
+    /// Builds a plan, refusing two files at one path, any path that would leave the
+    /// output folder (absolute, or through `..`), and any file larger than
+    /// [`MAX_CRATE_FILE_BYTES`], the most the writer reads back.
     pub fn new(mut files: Vec<PlannedFile>) -> Result<Self> {
         files.sort_by(|a, b| a.path.cmp(&b.path));
-        let inside = |path: &Path| {
-            path.components().next().is_some()
-                && path
-                    .components()
-                    .all(|c| matches!(c, std::path::Component::Normal(_)))
-        };
-        if let Some(file) = files.iter().find(|f| !inside(&f.path)) {
+        if let Some(file) = files.iter().find(|f| !transaction::is_plain(&f.path)) {
             return Err(Error::Template {
                 template: file.path.display().to_string(),
                 reason: "renders to a path outside the output folder".to_owned(),
+            });
+        }
+        if let Some(file) = files
+            .iter()
+            .find(|f| f.contents.len() as u64 > MAX_CRATE_FILE_BYTES)
+        {
+            return Err(Error::Limit {
+                origin: file.path.display().to_string(),
+                reason: format!(
+                    "the generated file would be larger than the {} cap on a file in a crate; \
+                     generate from a smaller CRD (fewer versions, or fewer properties)",
+                    limits::bytes(MAX_CRATE_FILE_BYTES)
+                ),
             });
         }
         if let Some(pair) = files.windows(2).find(|pair| pair[0].path == pair[1].path) {
@@ -212,25 +227,37 @@ impl Plan {
 
     /// Compares the plan with `root` and, in write mode, brings `root` in line with it.
     pub fn apply(&self, root: &Path, mode: Mode) -> Result<Report> {
-        self.apply_with(&RealDisk, root, mode)
+        self.apply_with(&RealDisk(CrateDir::new(root)), mode)
     }
 
-    fn apply_with(&self, disk: &dyn Disk, root: &Path, mode: Mode) -> Result<Report> {
-        refuse_foreign_crate(disk, root)?;
+    /// Whether a plan can write `path`: one of this plan's files, or of any plan the
+    /// generator makes. A journal naming anything else was not left by a write.
+    fn can_write(&self, path: &Path) -> bool {
+        self.files.iter().any(|f| f.path == path)
+            || crate::render::outputs().any(|output| output == path)
+            || [crate::record::MANIFEST, crate::record::SAVED_CRD]
+                .iter()
+                .any(|name| Path::new(name) == path)
+    }
+
+    fn apply_with(&self, disk: &dyn Disk, mode: Mode) -> Result<Report> {
+        refuse_foreign_crate(disk)?;
+        let writable = |path: &Path| self.can_write(path);
         let recovered = match mode {
             Mode::Check => {
-                transaction::refuse_pending(disk, root)?;
+                transaction::refuse_pending(disk, &writable)?;
                 false
             }
-            Mode::Write { .. } => transaction::recover(disk, root)?,
+            Mode::Write { .. } => transaction::recover(disk, &writable)?,
         };
         let mut outcomes = Vec::with_capacity(self.files.len());
         for file in &self.files {
-            let path = root.join(&file.path);
-            let existing = read_existing(disk, &path)?;
+            let existing = read_existing(disk, &file.path)?;
             let outcome = outcome(file, existing.as_deref());
             if outcome == Outcome::HandEdited && mode == (Mode::Write { force: false }) {
-                return Err(Error::HandEdited { path });
+                return Err(Error::HandEdited {
+                    path: disk.dir().path(&file.path),
+                });
             }
             outcomes.push((file.path.clone(), outcome));
         }
@@ -244,7 +271,7 @@ impl Plan {
                 })
                 .map(|(file, _)| file)
                 .collect();
-            transaction::write(disk, root, &changes)?;
+            transaction::write(disk, &changes)?;
         }
         Ok(Report {
             files: outcomes,
@@ -254,11 +281,14 @@ impl Plan {
 
     /// Unified diffs of what [`Plan::apply`] would change under `root`: generated files that
     /// differ, and files that do not exist yet. User-owned files that exist are never shown,
-    /// because they are never written.
+    /// because they are never written. Control characters of the folder's files are
+    /// escaped, so a file cannot rewrite the terminal the diff is printed on, and each diff
+    /// gives up on a minimal result after [`DIFF_DEADLINE`].
     pub fn diff(&self, root: &Path) -> Result<String> {
+        let disk = RealDisk(CrateDir::new(root));
         let mut out = String::new();
         for file in &self.files {
-            let existing = read_existing(&RealDisk, &root.join(&file.path))?;
+            let existing = read_existing(&disk, &file.path)?;
             let existing = existing
                 .as_deref()
                 .map(|bytes| String::from_utf8_lossy(&lf(bytes)).into_owned());
@@ -269,14 +299,15 @@ impl Plan {
                 (None, _) => "",
             };
             let name = file.path.display().to_string();
-            let diff = similar::TextDiff::from_lines(old, file.contents.as_str());
-            out.push_str(
-                &diff
-                    .unified_diff()
-                    .context_radius(3)
-                    .header(&format!("a/{name}"), &format!("b/{name}"))
-                    .to_string(),
-            );
+            let diff = similar::TextDiff::configure()
+                .timeout(DIFF_DEADLINE)
+                .diff_lines(old, file.contents.as_str());
+            let text = diff
+                .unified_diff()
+                .context_radius(3)
+                .header(&format!("a/{name}"), &format!("b/{name}"))
+                .to_string();
+            out.push_str(&printable_lines(&text));
         }
         Ok(out)
     }
@@ -301,11 +332,26 @@ fn outcome(file: &PlannedFile, existing: Option<&[u8]>) -> Outcome {
     }
 }
 
+/// How long one file's diff may look for a minimal result before it settles for a larger
+/// one: a hostile file of many distinct lines cannot hold `--diff` for long.
+pub const DIFF_DEADLINE: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// `text` with every control character but the line feeds escaped (`\u{1b}`), and the line
+/// and paragraph separators and bidi controls too, as [`crate::text::Text::comment`] does:
+/// what a diff prints comes from the crate folder's files.
+fn printable_lines(text: &str) -> String {
+    text.split_inclusive('\n')
+        .map(|line| match line.strip_suffix('\n') {
+            Some(body) => crate::text::Text::new(body.to_owned()).comment() + "\n",
+            None => crate::text::Text::new(line.to_owned()).comment(),
+        })
+        .collect()
+}
+
 /// Refuses a folder that holds a Cargo project operator-gen did not make: its Cargo.toml
 /// would be overwritten, and `--force` is for generated files edited by hand, not for this.
-fn refuse_foreign_crate(disk: &dyn Disk, root: &Path) -> Result<()> {
-    let manifest = root.join("Cargo.toml");
-    let Some(bytes) = read_existing(disk, &manifest)? else {
+fn refuse_foreign_crate(disk: &dyn Disk) -> Result<()> {
+    let Some(bytes) = read_existing(disk, Path::new("Cargo.toml"))? else {
         return Ok(());
     };
     let head = &bytes[..bytes.len().min(512)];
@@ -317,17 +363,14 @@ fn refuse_foreign_crate(disk: &dyn Disk, root: &Path) -> Result<()> {
         Ok(())
     } else {
         Err(Error::ForeignCrate {
-            dir: root.to_owned(),
+            dir: disk.dir().root().to_owned(),
         })
     }
 }
 
-/// The file at `path`, or `None` when there is none yet.
+/// The file at `path` below the folder, or `None` when there is none yet.
 fn read_existing(disk: &dyn Disk, path: &Path) -> Result<Option<Vec<u8>>> {
-    disk.read(path).map_err(|source| Error::Write {
-        path: path.to_owned(),
-        source,
-    })
+    Ok(disk.read(path, MAX_CRATE_FILE_BYTES)?)
 }
 
 #[cfg(test)]

@@ -2,11 +2,14 @@
 
 use std::{cell::Cell, collections::BTreeMap, io, os::unix::fs::PermissionsExt, path::Path};
 
+use sha2::{Digest, Sha256};
+
 use super::{
     disk::{Disk, RealDisk},
     transaction::JOURNAL,
     *,
 };
+use crate::crate_dir::{self, Kind};
 
 fn generated(path: &str, body: &str) -> PlannedFile {
     let contents = format!("// {GENERATED_MARK}\n{}\n{body}", checksum_line("//", body));
@@ -40,14 +43,23 @@ fn snapshot(root: &Path) -> BTreeMap<String, (Option<Vec<u8>>, u32)> {
     while let Some(dir) = stack.pop() {
         for entry in std::fs::read_dir(&dir).unwrap() {
             let path = entry.unwrap().path();
-            let meta = std::fs::metadata(&path).unwrap();
+            // Links and special files are recorded as what they are, never followed or read.
+            let meta = std::fs::symlink_metadata(&path).unwrap();
             let name = path.strip_prefix(root).unwrap().display().to_string();
             let mode = meta.permissions().mode() & 0o7777;
             if meta.is_dir() {
                 out.insert(name + "/", (None, mode));
                 stack.push(path);
-            } else {
+            } else if meta.is_symlink() {
+                let target = std::fs::read_link(&path).unwrap();
+                out.insert(
+                    name,
+                    (Some(target.into_os_string().into_encoded_bytes()), mode),
+                );
+            } else if meta.is_file() {
                 out.insert(name, (Some(std::fs::read(&path).unwrap()), mode));
+            } else {
+                out.insert(name, (None, mode));
             }
         }
     }
@@ -273,66 +285,86 @@ fn duplicate_paths_are_refused() {
     assert!(Plan::new(vec![scaffold("a", "1"), scaffold("a", "2")]).is_err());
 }
 
-/// A disk that fails its `at`-th operation, or from its `at`-th on (`dies`), as a kill would
-/// stop every operation after it.
+/// A disk over the folder `root` that fails its `at`-th operation, or from its `at`-th on
+/// (`dies`), as a kill would stop every operation after it.
 struct Faulty {
+    real: RealDisk,
     at: usize,
     dies: bool,
     done: Cell<usize>,
 }
 
 impl Faulty {
-    fn new(at: usize, dies: bool) -> Self {
+    fn new(root: &Path, at: usize, dies: bool) -> Self {
         Self {
+            real: RealDisk(CrateDir::new(root)),
             at,
             dies,
             done: Cell::new(0),
         }
     }
 
-    fn step(&self) -> io::Result<()> {
+    fn step(&self) -> crate_dir::Result<()> {
         let n = self.done.get();
         self.done.set(n + 1);
         if n == self.at || (self.dies && n > self.at) {
-            return Err(io::Error::other(format!(
-                "injected failure at operation {n}"
-            )));
+            return Err(crate_dir::Error::Io {
+                action: "injecting",
+                path: PathBuf::new(),
+                source: io::Error::other(format!("injected failure at operation {n}")),
+            });
         }
         Ok(())
     }
 }
 
 impl Disk for Faulty {
-    fn read(&self, path: &Path) -> io::Result<Option<Vec<u8>>> {
-        self.step()?;
-        RealDisk.read(path)
+    fn dir(&self) -> &CrateDir {
+        self.real.dir()
     }
-    fn exists(&self, path: &Path) -> bool {
-        RealDisk.exists(path)
-    }
-    fn create_dir(&self, path: &Path) -> io::Result<()> {
+    fn read(&self, path: &Path, max: u64) -> crate_dir::Result<Option<Vec<u8>>> {
         self.step()?;
-        RealDisk.create_dir(path)
+        self.real.read(path, max)
     }
-    fn write_new(&self, path: &Path, contents: &[u8], like: Option<&Path>) -> io::Result<()> {
-        self.step()?;
-        RealDisk.write_new(path, contents, like)
+    fn kind(&self, path: &Path) -> crate_dir::Result<Option<Kind>> {
+        self.real.kind(path)
     }
-    fn keep(&self, from: &Path, to: &Path) -> io::Result<()> {
+    fn create_dir(&self, path: &Path) -> crate_dir::Result<()> {
         self.step()?;
-        RealDisk.keep(from, to)
+        self.real.create_dir(path)
     }
-    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+    fn write_new(
+        &self,
+        path: &Path,
+        contents: &[u8],
+        like: Option<&Path>,
+    ) -> crate_dir::Result<()> {
         self.step()?;
-        RealDisk.rename(from, to)
+        self.real.write_new(path, contents, like)
     }
-    fn remove_file(&self, path: &Path) -> io::Result<()> {
+    fn keep(&self, from: &Path, to: &Path) -> crate_dir::Result<()> {
         self.step()?;
-        RealDisk.remove_file(path)
+        self.real.keep(from, to)
     }
-    fn remove_dir(&self, path: &Path) -> io::Result<()> {
+    fn rename(&self, from: &Path, to: &Path) -> crate_dir::Result<()> {
         self.step()?;
-        RealDisk.remove_dir(path)
+        self.real.rename(from, to)
+    }
+    fn remove_file(&self, path: &Path) -> crate_dir::Result<()> {
+        self.step()?;
+        self.real.remove_file(path)
+    }
+    fn remove_dir(&self, path: &Path) -> crate_dir::Result<()> {
+        self.step()?;
+        self.real.remove_dir(path)
+    }
+    fn create_outside_dir(&self, path: &Path) -> crate_dir::Result<()> {
+        self.step()?;
+        self.real.create_outside_dir(path)
+    }
+    fn remove_outside_dir(&self, path: &Path) -> crate_dir::Result<()> {
+        self.step()?;
+        self.real.remove_outside_dir(path)
     }
 }
 
@@ -366,8 +398,8 @@ fn scene() -> (tempfile::TempDir, Plan) {
 /// How many disk operations an undisturbed write of `plan` makes.
 fn operations(plan: &Plan) -> usize {
     let (dir, _) = scene();
-    let disk = Faulty::new(usize::MAX, false);
-    plan.apply_with(&disk, dir.path(), Mode::Write { force: false })
+    let disk = Faulty::new(dir.path(), usize::MAX, false);
+    plan.apply_with(&disk, Mode::Write { force: false })
         .unwrap();
     disk.done.get()
 }
@@ -390,8 +422,7 @@ fn a_write_failing_at_any_operation_leaves_the_folder_as_it_was() {
         let (dir, plan) = scene();
         let before = snapshot(dir.path());
         let result = plan.apply_with(
-            &Faulty::new(at, false),
-            dir.path(),
+            &Faulty::new(dir.path(), at, false),
             Mode::Write { force: false },
         );
         if result.is_err() {
@@ -423,15 +454,15 @@ fn a_write_killed_at_any_operation_is_restored_by_the_next_run() {
         let (dir, plan) = scene();
         let before = snapshot(dir.path());
         let killed = plan.apply_with(
-            &Faulty::new(at, true),
-            dir.path(),
+            &Faulty::new(dir.path(), at, true),
             Mode::Write { force: false },
         );
         let pending = dir.path().join(JOURNAL).exists();
         if pending && killed.is_err() {
             let check = plan.apply(dir.path(), Mode::Check).unwrap_err();
             assert!(matches!(check, Error::Interrupted { .. }), "{check:?}");
-            assert!(transaction::recover(&RealDisk, dir.path()).unwrap());
+            let disk = RealDisk(CrateDir::new(dir.path()));
+            assert!(transaction::recover(&disk, &|p| plan.can_write(p)).unwrap());
             assert_eq!(
                 snapshot(dir.path()),
                 before,
@@ -456,13 +487,13 @@ fn a_write_into_a_new_folder_that_fails_leaves_no_folder() {
         generated("Cargo.toml", "b\n"),
     ])
     .unwrap();
-    let disk = Faulty::new(usize::MAX, false);
-    plan.apply_with(&disk, &root, Mode::Write { force: false })
+    let disk = Faulty::new(&root, usize::MAX, false);
+    plan.apply_with(&disk, Mode::Write { force: false })
         .unwrap();
     let total = disk.done.get();
     std::fs::remove_dir_all(&root).unwrap();
     for at in 0..total {
-        let result = plan.apply_with(&Faulty::new(at, false), &root, Mode::Write { force: false });
+        let result = plan.apply_with(&Faulty::new(&root, at, false), Mode::Write { force: false });
         if result.is_err() {
             assert!(
                 !root.exists(),
@@ -481,13 +512,13 @@ fn a_write_into_missing_parent_folders_that_fails_leaves_none_of_them() {
     let parent = tempfile::tempdir().unwrap();
     let root = parent.path().join("a/b/crate");
     let plan = Plan::new(vec![generated("src/x.rs", "x\n")]).unwrap();
-    let disk = Faulty::new(usize::MAX, false);
-    plan.apply_with(&disk, &root, Mode::Write { force: false })
+    let disk = Faulty::new(&root, usize::MAX, false);
+    plan.apply_with(&disk, Mode::Write { force: false })
         .unwrap();
     let total = disk.done.get();
     std::fs::remove_dir_all(parent.path().join("a")).unwrap();
     for at in 0..total {
-        let result = plan.apply_with(&Faulty::new(at, false), &root, Mode::Write { force: false });
+        let result = plan.apply_with(&Faulty::new(&root, at, false), Mode::Write { force: false });
         if result.is_err() {
             assert!(
                 !parent.path().join("a").exists(),
@@ -510,8 +541,7 @@ fn paths_that_leave_the_output_folder_are_refused() {
 fn a_run_after_a_kill_says_it_restored_the_folder() {
     let (dir, plan) = scene();
     let killed = plan.apply_with(
-        &Faulty::new(12, true),
-        dir.path(),
+        &Faulty::new(dir.path(), 12, true),
         Mode::Write { force: false },
     );
     assert!(killed.is_err() && dir.path().join(JOURNAL).exists());
@@ -552,4 +582,170 @@ fn nix_is_root() -> bool {
                 .map(|l| l.split_whitespace().nth(1) == Some("0"))
         })
         .unwrap_or(false)
+}
+
+/// A crate written by `plan` in `dir/crate`, a file and a folder beside it (outside), and a
+/// snapshot of everything in `dir` but the crate.
+fn planted_scene() -> (tempfile::TempDir, PathBuf, Plan) {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("crate");
+    let plan = Plan::new(vec![
+        generated("src/a.rs", "a\n"),
+        scaffold("src/reconcile.rs", "// yours\n"),
+        generated("deploy/base/rbac.yaml", "rbac\n"),
+    ])
+    .unwrap();
+    write(&plan, &root).unwrap();
+    std::fs::write(dir.path().join("beside.txt"), "TOKEN=hunter2").unwrap();
+    std::fs::create_dir(dir.path().join("elsewhere")).unwrap();
+    std::fs::write(dir.path().join("elsewhere/keep"), "keep").unwrap();
+    (dir, root, plan)
+}
+
+/// Everything in `dir` outside its `crate` folder.
+fn outside(dir: &Path) -> BTreeMap<String, (Option<Vec<u8>>, u32)> {
+    snapshot(dir)
+        .into_iter()
+        .filter(|(name, _)| !name.starts_with("crate"))
+        .collect()
+}
+
+fn plant_journal(root: &Path, journal: &serde_json::Value) {
+    std::fs::write(root.join(JOURNAL), journal.to_string()).unwrap();
+}
+
+#[test]
+fn a_planted_journal_that_reaches_outside_is_refused_before_anything_changes() {
+    let written = hex(&Sha256::digest(b"TOKEN=hunter2"));
+    let cases = [
+        serde_json::json!({"committed": false, "created_dirs": [],
+            "files": [{"path": "../beside.txt", "existed": false, "written": written}]}),
+        serde_json::json!({"committed": false, "created_dirs": [],
+            "files": [{"path": "/etc/passwd", "existed": false, "written": written}]}),
+        serde_json::json!({"committed": false, "created_dirs": ["..", "../elsewhere"], "files": []}),
+        serde_json::json!({"committed": true, "created_dirs": [],
+            "files": [{"path": "notes/any.txt", "existed": false, "written": written}]}),
+        // The user's own file, which the journal claims the interrupted run created.
+        serde_json::json!({"committed": false, "created_dirs": [],
+            "files": [{"path": "src/reconcile.rs", "existed": false, "written": written}]}),
+        serde_json::json!({"committed": false, "created_dirs": [],
+            "files": [{"path": "src/a.rs", "existed": false}]}),
+    ];
+    for journal in cases {
+        let (dir, root, plan) = planted_scene();
+        plant_journal(&root, &journal);
+        let before = snapshot(dir.path());
+        for mode in [Mode::Check, Mode::Write { force: true }] {
+            let err = plan.apply(&root, mode).unwrap_err();
+            let text = err.to_string();
+            assert!(
+                matches!(err, Error::Journal { .. })
+                    && text.contains(".operator-gen-journal")
+                    && text.contains("delete it"),
+                "{journal}: {text}"
+            );
+        }
+        assert_eq!(snapshot(dir.path()), before, "{journal}");
+    }
+}
+
+#[test]
+fn a_journal_through_a_link_or_as_a_link_is_refused() {
+    let (dir, root, plan) = planted_scene();
+    // deploy/ becomes a link to a folder outside that holds what the journal names.
+    std::fs::remove_dir_all(root.join("deploy")).unwrap();
+    std::fs::create_dir_all(dir.path().join("elsewhere/base")).unwrap();
+    std::fs::write(dir.path().join("elsewhere/base/rbac.yaml"), "rbac\n").unwrap();
+    std::os::unix::fs::symlink(dir.path().join("elsewhere"), root.join("deploy")).unwrap();
+    let written = hex(&Sha256::digest(b"rbac\n"));
+    plant_journal(
+        &root,
+        &serde_json::json!({"committed": false, "created_dirs": ["deploy/base"],
+            "files": [{"path": "deploy/base/rbac.yaml", "existed": false, "written": written}]}),
+    );
+    let before = outside(dir.path());
+    let err = write(&plan, &root).unwrap_err().to_string();
+    assert!(err.contains("symbolic link"), "{err}");
+    assert_eq!(outside(dir.path()), before);
+
+    let (dir, root, plan) = planted_scene();
+    std::os::unix::fs::symlink(dir.path().join("beside.txt"), root.join(JOURNAL)).unwrap();
+    let err = write(&plan, &root).unwrap_err();
+    assert!(
+        matches!(err, Error::Journal { .. }) && !err.to_string().contains("hunter2"),
+        "{err}"
+    );
+}
+
+#[test]
+fn links_fifos_and_huge_files_in_the_crate_are_refused_not_followed() {
+    let (dir, root, plan) = planted_scene();
+    let secret = dir.path().join("beside.txt");
+    let fifo = |p: &Path| {
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            p,
+            rustix::fs::FileType::Fifo,
+            rustix::fs::Mode::from_raw_mode(0o644),
+            0,
+        )
+        .unwrap()
+    };
+    let plants: [&dyn Fn(&Path); 3] = [
+        &|p| std::os::unix::fs::symlink(&secret, p).unwrap(),
+        &|p| std::os::unix::fs::symlink("/dev/zero", p).unwrap(),
+        &fifo,
+    ];
+    let path = "src/a.rs";
+    for plant in plants {
+        std::fs::remove_file(root.join(path)).unwrap();
+        plant(&root.join(path));
+        let before = outside(dir.path());
+        for mode in [Mode::Check, Mode::Write { force: true }] {
+            let err = plan.apply(&root, mode).unwrap_err().to_string();
+            assert!(
+                err.contains("not a plain file") && !err.contains("hunter2"),
+                "{err}"
+            );
+        }
+        let diff = plan.diff(&root).unwrap_err().to_string();
+        assert!(!diff.contains("hunter2"), "{diff}");
+        assert_eq!(outside(dir.path()), before);
+    }
+    // A linked folder: nothing is created or overwritten through it.
+    std::fs::remove_file(root.join("src/a.rs")).unwrap();
+    std::fs::remove_dir_all(root.join("deploy")).unwrap();
+    std::os::unix::fs::symlink(dir.path().join("elsewhere"), root.join("deploy")).unwrap();
+    let before = outside(dir.path());
+    let err = plan
+        .apply(&root, Mode::Write { force: true })
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("deploy") && err.contains("symbolic link"),
+        "{err}"
+    );
+    assert_eq!(outside(dir.path()), before);
+}
+
+#[test]
+fn a_diff_escapes_control_characters_of_the_crates_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let plan = Plan::new(vec![generated("a.rs", "one\n")]).unwrap();
+    write(&plan, dir.path()).unwrap();
+    std::fs::write(dir.path().join("a.rs"), "\u{1b}]0;owned\u{7}\u{202e}evil\n").unwrap();
+    let diff = plan.diff(dir.path()).unwrap();
+    assert!(
+        !diff.contains('\u{1b}') && !diff.contains('\u{202e}') && diff.contains("\\u{1b}"),
+        "{diff}"
+    );
+}
+
+#[test]
+fn a_plan_holding_a_file_over_the_crate_file_cap_is_refused() {
+    let big = "x".repeat(MAX_CRATE_FILE_BYTES as usize + 1);
+    let err = Plan::new(vec![scaffold("big.yaml", &big)])
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("big.yaml") && err.contains("64 MiB"), "{err}");
 }
