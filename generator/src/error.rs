@@ -101,6 +101,11 @@ pub enum Error {
     #[error("{} exists and is not empty; `new` only creates. To regenerate an existing operator run `gen` in its folder, or `gen --out {}`", shown(&.dir.display()), shown(&.dir.display()))]
     Occupied { dir: PathBuf },
 
+    /// `--out` names a folder that cannot become a crate: the root folder, the home folder,
+    /// or one holding files other than a crate's own.
+    #[error("{} {}; point --out at a new or empty folder, or at a crate operator-gen made", shown(&.dir.display()), shown(&.reason))]
+    UnfitOut { dir: PathBuf, reason: String },
+
     /// `--out` holds a Cargo project that operator-gen did not make; writing would overwrite
     /// its Cargo.toml.
     #[error("{} holds a Cargo project not made by operator-gen (its Cargo.toml has no operator-gen header); point --out at an empty folder or at a crate operator-gen generated", shown(&.dir.display()))]

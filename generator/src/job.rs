@@ -92,13 +92,31 @@ impl Job {
     /// Whether `--manifest` names another file than the crate's own `operator.yaml`, so a
     /// later run in the crate's folder needs it again.
     fn manifest_elsewhere(&self) -> bool {
-        let same = |a: &Path, b: &Path| match (std::path::absolute(a), std::path::absolute(b)) {
-            (Ok(a), Ok(b)) => crate::normalize(&a) == crate::normalize(&b),
-            _ => false,
-        };
         self.manifest
             .as_deref()
-            .is_some_and(|m| !same(m, &self.out.join(record::MANIFEST)))
+            .is_some_and(|m| !same_file_name(m, &self.out.join(record::MANIFEST)))
+    }
+
+    /// Whether `--crd` names another CRD source than the manifest at `manifest_path` records:
+    /// the same URL, or a path to the same file, is no override, so repeating the command
+    /// that recorded it leaves the headers as a plain `gen` writes them. Stdin always is one.
+    fn crd_overrides(&self, manifest: &Manifest, manifest_path: Option<&Path>) -> bool {
+        let Some(given) = &self.crd else {
+            return false;
+        };
+        let Some(recorded) = &manifest.primary.crd else {
+            return true;
+        };
+        match (CrdSource::parse(given), CrdSource::parse(recorded)) {
+            (CrdSource::Url(given), CrdSource::Url(recorded)) => given != recorded,
+            (CrdSource::File(given), CrdSource::File(recorded)) => {
+                let folder = manifest_path
+                    .and_then(Path::parent)
+                    .unwrap_or(Path::new(""));
+                !same_file_name(&given, &folder.join(recorded))
+            }
+            _ => true,
+        }
     }
 
     /// Reads the manifest and assembles the request.
@@ -120,6 +138,14 @@ impl Job {
                 bytes,
             });
         }
+        // A flag whose value the manifest records already is no override.
+        let flags = crate::model::CommandFlags {
+            crd: !recorded && self.crd_overrides(&manifest, manifest_path.as_deref()),
+            kind: !recorded && overrides(&self.kind, &manifest.primary.kind),
+            version: !recorded && overrides(&self.version, &manifest.primary.version),
+            manifest: self.manifest_elsewhere(),
+            allow_http: self.allow_http,
+        };
         Ok(Request {
             manifest,
             manifest_path,
@@ -128,21 +154,17 @@ impl Job {
                 crd: self.kind.clone(),
                 version: self.version.clone(),
             },
-            flags: crate::model::CommandFlags {
-                crd: self.crd.is_some() && !recorded,
-                kind: self.kind.is_some() && !recorded,
-                version: self.version.is_some() && !recorded,
-                manifest: self.manifest_elsewhere(),
-                allow_http: self.allow_http,
-            },
+            flags,
             allow_http: self.allow_http,
         })
     }
 
     /// Generates, and applies the plan to `out` in `mode`, with the files that record the
     /// run's inputs when the crate has none yet. A crate generated for another primary is
-    /// refused unless `mode` forces it.
+    /// refused unless `mode` forces it, and an `out` that cannot be a crate folder always
+    /// ([`crate::write_plan::check_out`]).
     pub fn run(&self, mode: Mode) -> Result<(Generated, Report)> {
+        crate::write_plan::check_out(&self.out)?;
         let request = self.request()?;
         let mut generated = crate::generate(&request)?;
         // Only a primary from outside the crate's own manifest can be another operator's; an
@@ -162,12 +184,34 @@ impl Job {
             generated.plan = generated.plan.merged(Plan::new(files)?)?;
         }
         let report = generated.plan.apply(&self.out, mode)?;
+        if mode == (Mode::Write { force: true }) && request.flags.crd && !request.flags.manifest {
+            generated.operator.warnings.push(
+                "--force replaced the generated files, but operator.yaml (yours) still names the \
+                 CRD it had in `primary.crd`, so a plain `operator-gen gen` would go back to it: \
+                 edit `primary.crd` (and `kind`, `version`) there"
+                    .to_owned(),
+            );
+        }
         generated
             .operator
             .warnings
             .extend(crate::migration::notes(&self.out));
         Ok((generated, report))
     }
+}
+
+/// Whether two paths name the same file, by name (`.` and `dir/..` resolved, relative to
+/// the current folder), without touching the filesystem.
+fn same_file_name(a: &Path, b: &Path) -> bool {
+    match (std::path::absolute(a), std::path::absolute(b)) {
+        (Ok(a), Ok(b)) => crate::normalize(&a) == crate::normalize(&b),
+        _ => false,
+    }
+}
+
+/// Whether a flag's value says something the manifest does not record.
+fn overrides(given: &Option<String>, recorded: &Option<String>) -> bool {
+    given.is_some() && given != recorded
 }
 
 #[cfg(test)]
@@ -279,8 +323,42 @@ mod tests {
         assert_eq!(std::fs::read(out.join("operator.yaml")).unwrap(), manifest);
         assert_eq!(
             generated.operator.provenance.regenerate.raw(),
-            "operator-gen gen --crd <CRD> --version v1alpha1"
+            "operator-gen gen --version v1alpha1",
+            "the same --crd as recorded is no override"
         );
+    }
+
+    #[test]
+    fn repeating_a_command_writes_nothing_in_any_order() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (out, first) = widget_crate(tmp.path());
+        let repeated = || first.clone();
+        let plain = || Job::new(&out);
+        // Every flag given, each equal to what the manifest records.
+        let flagged = || Job {
+            version: Some("v1".into()),
+            kind: Some("Widget".into()),
+            ..first.clone()
+        };
+        let orders: [&[&dyn Fn() -> Job]; 3] = [
+            &[&repeated, &plain, &repeated, &flagged],
+            &[&plain, &repeated, &plain],
+            &[&flagged, &repeated, &flagged],
+        ];
+        for order in orders {
+            for job in order {
+                let (generated, report) = job().run(Mode::Write { force: false }).unwrap();
+                assert!(
+                    report.changed().is_empty(),
+                    "{job:?}: {report}",
+                    job = job()
+                );
+                assert_eq!(
+                    generated.operator.provenance.regenerate.raw(),
+                    "operator-gen gen"
+                );
+            }
+        }
     }
 
     #[test]
@@ -309,7 +387,16 @@ mod tests {
             before
         );
 
-        gadget.run(Mode::Write { force: true }).unwrap();
+        let (forced, _) = gadget.run(Mode::Write { force: true }).unwrap();
+        assert!(
+            forced
+                .operator
+                .warnings
+                .iter()
+                .any(|w| w.contains("still names")),
+            "{:?}",
+            forced.operator.warnings
+        );
         let cargo = std::fs::read_to_string(out.join("Cargo.toml")).unwrap();
         assert!(
             cargo.contains("primary = \"gadgets.example.com\""),

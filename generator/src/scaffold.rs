@@ -45,7 +45,11 @@ pub struct NewOperator {
 }
 
 /// Creates the crate. Refuses a folder that exists and is not empty, so it never overwrites.
+/// A `new` that was killed part-way left its journal: the folder is restored from it first
+/// (which removes everything that `new` wrote), so the same command starts over, and a
+/// crate that was complete but for its leftovers is refused with the command to regenerate.
 pub fn create(new: &NewOperator) -> Result<(Generated, Report)> {
+    crate::write_plan::recover(&new.dir)?;
     if is_occupied(&new.dir) {
         return Err(Error::Occupied {
             dir: new.dir.clone(),
@@ -202,10 +206,15 @@ fn check_flags(primary: &NewPrimary) -> Result<()> {
     }
 }
 
-/// Whether `dir` is a folder `create` would refuse: it holds anything at all.
+/// Whether `dir` is a folder `create` would refuse: it holds anything but the half-written
+/// journal of a `new` killed before its first file.
 pub fn is_occupied(dir: &Path) -> bool {
     CrateDir::new(dir)
         .entries()
-        .map(|entries| !entries.is_empty())
+        .map(|entries| {
+            entries
+                .iter()
+                .any(|(name, _)| !crate::write_plan::is_staged_journal(name))
+        })
         .unwrap_or(true)
 }

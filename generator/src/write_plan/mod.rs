@@ -18,7 +18,10 @@
 //!   the write it describes could have done ([`transaction`]).
 
 mod disk;
+mod folder;
 mod transaction;
+
+pub use self::folder::check_out;
 
 use std::{
     borrow::Cow,
@@ -66,6 +69,18 @@ pub enum Mode {
     Write { force: bool },
     /// Write nothing; report what would change.
     Check,
+}
+
+/// Whether `name`, in a crate folder, is only the journal a killed run was writing.
+pub fn is_staged_journal(name: &str) -> bool {
+    transaction::is_staged_journal(name)
+}
+
+/// Restores the folder at `root` if an interrupted write left it half done, and says whether
+/// it did. `new` runs this first, so that a `new` killed part-way is removed by the next one.
+pub fn recover(root: &Path) -> Result<bool> {
+    let plan = Plan::default();
+    transaction::recover(&RealDisk(CrateDir::new(root)), &|path| plan.can_write(path))
 }
 
 /// What happened (or would happen) to one file.
@@ -354,12 +369,7 @@ fn refuse_foreign_crate(disk: &dyn Disk) -> Result<()> {
     let Some(bytes) = read_existing(disk, Path::new("Cargo.toml"))? else {
         return Ok(());
     };
-    let head = &bytes[..bytes.len().min(512)];
-    let ours = String::from_utf8_lossy(head)
-        .lines()
-        .next()
-        .is_some_and(|line| line.contains(GENERATED_MARK));
-    if ours {
+    if folder::opens_with_mark(&bytes) {
         Ok(())
     } else {
         Err(Error::ForeignCrate {

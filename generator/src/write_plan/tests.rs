@@ -749,3 +749,39 @@ fn a_plan_holding_a_file_over_the_crate_file_cap_is_refused() {
         .to_string();
     assert!(err.contains("big.yaml") && err.contains("64 MiB"), "{err}");
 }
+
+#[test]
+fn a_new_crate_killed_at_any_operation_is_removed_by_the_next_run() {
+    let parent = tempfile::tempdir().unwrap();
+    let root = parent.path().join("new-crate");
+    // Paths a plan of the generator writes: recovery outside a run knows no others.
+    let plan = Plan::new(vec![
+        generated("src/lib.rs", "a\n"),
+        scaffold("operator.yaml", "name: a\n"),
+        generated("deploy/base/rbac.yaml", "b\n"),
+    ])
+    .unwrap();
+    let disk = Faulty::new(&root, usize::MAX, false);
+    plan.apply_with(&disk, Mode::Write { force: false })
+        .unwrap();
+    let total = disk.done.get();
+    for at in 0..total {
+        std::fs::remove_dir_all(&root).unwrap();
+        let killed = plan.apply_with(&Faulty::new(&root, at, true), Mode::Write { force: false });
+        recover(&root).unwrap();
+        let left: Vec<String> = CrateDir::new(&root)
+            .entries()
+            .unwrap()
+            .into_iter()
+            .map(|(name, _)| name)
+            .collect();
+        // Either nothing of the new crate is left, or all of it (killed after it was in
+        // place), which `new` refuses, naming `gen`.
+        let complete = left == ["deploy", "operator.yaml", "src"];
+        assert!(
+            complete || !crate::scaffold::is_occupied(&root),
+            "killed at {at} of {total} ({killed:?}): {left:?}"
+        );
+        std::fs::create_dir_all(&root).unwrap();
+    }
+}

@@ -83,6 +83,12 @@ fn backup(path: &Path) -> PathBuf {
     beside(path, "old")
 }
 
+/// Whether `name`, in the crate folder, is a journal being written when a run was killed:
+/// the only leftover a run can leave before its journal exists.
+pub(super) fn is_staged_journal(name: &str) -> bool {
+    staged(Path::new(JOURNAL)) == Path::new(name)
+}
+
 fn checksum(bytes: &[u8]) -> String {
     hex(&Sha256::digest(bytes))
 }
