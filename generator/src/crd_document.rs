@@ -233,8 +233,19 @@ fn check_names(origin: &str, crd: &CustomResourceDefinition) -> Result<()> {
     if let Some((path, value, _, rule)) = checks.into_iter().find(|(_, _, ok, _)| !ok) {
         return Err(reject(&path, value, rule));
     }
+    if let Some(reason) = group_problem(&crd.spec.group, is_approved(crd)) {
+        return Err(reject("spec.group", &crd.spec.group, reason));
+    }
+    check_storage(origin, crd)?;
     // The name reaches generated code and RBAC rules; the API server accepts only this one.
     let expected = format!("{}.{}", names.plural, crd.spec.group);
+    if expected.len() > 253 {
+        return Err(reject(
+            "metadata.name",
+            &expected,
+            "at most 253 characters (`<spec.names.plural>.<spec.group>`)",
+        ));
+    }
     let rule = format!("`<spec.names.plural>.<spec.group>`, here {expected:?}");
     match crd.metadata.name.as_deref() {
         Some(name) if name == expected => {}
@@ -262,6 +273,53 @@ fn check_names(origin: &str, crd: &CustomResourceDefinition) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// Why the API server would refuse `group` for a CRD, if it would: a group needs a dot, and
+/// one under `k8s.io` or `kubernetes.io` needs the `api-approved.kubernetes.io` annotation
+/// (`approved`), which a CRD of a Kubernetes project carries (Gateway API, snapshots) and a
+/// resource defined in a new operator never does.
+pub fn group_problem(group: &str, approved: bool) -> Option<&'static str> {
+    if !group.contains('.') {
+        return Some("a group with a dot, as a domain such as example.com has");
+    }
+    let protected = ["k8s.io", "kubernetes.io"]
+        .iter()
+        .any(|domain| group == *domain || group.ends_with(&format!(".{domain}")));
+    (protected && !approved).then_some(
+        "outside k8s.io and kubernetes.io, which are Kubernetes' own: the API server takes a \
+         group there only with the api-approved.kubernetes.io annotation; use a domain you own",
+    )
+}
+
+/// Whether a CRD carries the approval the API server asks of the Kubernetes groups.
+fn is_approved(crd: &CustomResourceDefinition) -> bool {
+    crd.metadata
+        .annotations
+        .as_ref()
+        .is_some_and(|a| a.contains_key("api-approved.kubernetes.io"))
+}
+
+/// Refuses a CRD without exactly one storage version, as the API server does: objects are
+/// stored in one version, and which one would otherwise be a guess.
+fn check_storage(origin: &str, crd: &CustomResourceDefinition) -> Result<()> {
+    let storage: Vec<usize> = (0..crd.spec.versions.len())
+        .filter(|&i| crd.spec.versions[i].storage)
+        .collect();
+    let reason = match storage.as_slice() {
+        [_] => return Ok(()),
+        [] => "spec.versions: no version has `storage: true`, which the API server would reject: \
+               mark exactly one"
+            .to_owned(),
+        [first, second, ..] => format!(
+            "spec.versions[{first}] and spec.versions[{second}] both have `storage: true`, which \
+             the API server would reject: mark exactly one"
+        ),
+    };
+    Err(Error::NotACrd {
+        origin: origin.to_owned(),
+        reason,
+    })
 }
 
 fn served_versions(crd: &CustomResourceDefinition) -> Vec<String> {
@@ -422,6 +480,47 @@ spec:
             .and_then(|crds| select(origin, crds, &Selection::default()))
             .expect_err("the CRD is refused")
             .to_string()
+    }
+
+    #[test]
+    fn what_the_api_server_refuses_is_refused_naming_the_field() {
+        let long_group = vec!["x".repeat(62); 4].join(".");
+        let cases = [
+            (
+                CRD.replace("storage: true", "storage: false"),
+                "no version has `storage: true`",
+            ),
+            (
+                CRD.replace("storage: false", "storage: true"),
+                "spec.versions[0] and spec.versions[1] both have `storage: true`",
+            ),
+            (
+                CRD.replace("example.com", "example"),
+                "spec.group is \"example\", which the API server would reject: it must be a group with a dot",
+            ),
+            (
+                CRD.replace("example.com", "widgets.k8s.io"),
+                "api-approved.kubernetes.io",
+            ),
+            (
+                CRD.replace("example.com", "kubernetes.io"),
+                "api-approved.kubernetes.io",
+            ),
+            (
+                CRD.replace("example.com", &long_group),
+                "metadata.name is \"widgets.xxx",
+            ),
+        ];
+        for (text, reason) in cases {
+            let err = error_of("w.yaml", &text);
+            assert!(err.starts_with("w.yaml: ") && err.contains(reason), "{err}");
+        }
+        let approved = CRD.replace("example.com", "widgets.k8s.io").replace(
+            "metadata: { name: widgets.widgets.k8s.io }",
+            "metadata: { name: widgets.widgets.k8s.io, annotations: { api-approved.kubernetes.io: \"https://github.com/kubernetes/enhancements/pull/1111\" } }",
+        );
+        let crds = parse_all("w.yaml", approved.as_bytes()).unwrap();
+        assert!(select("w.yaml", crds, &Selection::default()).is_ok());
     }
 
     #[test]

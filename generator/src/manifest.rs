@@ -287,9 +287,30 @@ impl Manifest {
                 },
             )
         });
-        match parsed {
-            Ok(manifest) => Ok(manifest.unwrap_or_default()),
-            Err(e) => Err(parse_error(origin, path.as_deref(), &e)),
+        let manifest = match parsed {
+            Ok(manifest) => manifest.unwrap_or_default(),
+            Err(e) => return Err(parse_error(origin, path.as_deref(), &e)),
+        };
+        manifest.check_derived_group(origin)?;
+        Ok(manifest)
+    }
+
+    /// Refuses a derived resource's group that the API server would refuse for the CRD
+    /// `crdgen` prints: one without a dot, or one of Kubernetes' own (a new resource carries no
+    /// `api-approved.kubernetes.io`).
+    fn check_derived_group(&self, origin: &str) -> Result<()> {
+        let Some(derived) = &self.primary.derive else {
+            return Ok(());
+        };
+        match crate::crd_document::group_problem(&derived.group, false) {
+            None => Ok(()),
+            Some(rule) => Err(Error::Manifest {
+                location: format!("{origin}: field `primary.derive.group`"),
+                reason: format!(
+                    "{:?} would be refused by the API server: it must be {rule}",
+                    derived.group
+                ),
+            }),
         }
     }
 
@@ -403,6 +424,7 @@ impl<'de> serde::de::Visitor<'de> for DependencyVisitor {
     }
 
     fn visit_str<E: serde::de::Error>(self, version: &str) -> Result<DependencySpec, E> {
+        check_version(version).map_err(E::custom)?;
         Ok(DependencySpec::Version(version.to_owned()))
     }
 
@@ -410,7 +432,8 @@ impl<'de> serde::de::Visitor<'de> for DependencyVisitor {
         self,
         mut map: A,
     ) -> Result<DependencySpec, A::Error> {
-        let (mut version, mut features, mut default_features) = (None, Vec::new(), None);
+        let (mut version, mut features, mut default_features): (_, Vec<String>, _) =
+            (None, Vec::new(), None);
         // Duplicate keys are refused by the YAML reader, so each arm runs at most once.
         while let Some(key) = map.next_key()? {
             match key {
@@ -419,16 +442,55 @@ impl<'de> serde::de::Visitor<'de> for DependencyVisitor {
                 DependencyKey::DefaultFeatures => default_features = map.next_value()?,
             }
         }
-        let version = version.ok_or_else(|| {
+        let version: String = version.ok_or_else(|| {
             serde::de::Error::custom(
                 "a dependency needs a `version` (git and path dependencies are not supported)",
             )
         })?;
+        check_version(&version).map_err(serde::de::Error::custom)?;
+        for feature in &features {
+            check_feature(feature.as_str()).map_err(serde::de::Error::custom)?;
+        }
         Ok(DependencySpec::Detailed {
             version,
             features,
             default_features,
         })
+    }
+}
+
+/// Checks a dependency's version as cargo reads it, a requirement such as `1`, `^0.4.2` or
+/// `>=1.2, <2`, so that a bad one is named here rather than by cargo in the user's build.
+fn check_version(version: &str) -> Result<(), String> {
+    semver::VersionReq::parse(version).map(drop).map_err(|e| {
+        format!(
+            "{version:?} is not a cargo version requirement ({e}); write one such as \"1.0\" or \
+             \"^0.4.2\""
+        )
+    })
+}
+
+/// Checks a feature name as cargo accepts one in a dependency's `features`: ASCII letters,
+/// digits, `_`, `-`, `+` and `.`, starting with a letter, a digit or `_`, optionally after
+/// `dep-name/`.
+fn check_feature(feature: &str) -> Result<(), String> {
+    let name_ok = |name: &str| {
+        name.starts_with(|c: char| c.is_ascii_alphanumeric() || c == '_')
+            && name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '+' | '.'))
+    };
+    let ok = match feature.split_once('/') {
+        Some((dependency, name)) => name_ok(dependency) && name_ok(name),
+        None => name_ok(feature),
+    };
+    if ok && feature.len() <= 64 {
+        Ok(())
+    } else {
+        Err(format!(
+            "{feature:?} is not a feature name cargo accepts: ASCII letters, digits, `_`, `-`, \
+             `+` and `.`, starting with a letter, a digit or `_`"
+        ))
     }
 }
 
@@ -449,7 +511,12 @@ mod duration {
         pub fn deserialize<'de, D: serde::Deserializer<'de>>(
             de: D,
         ) -> Result<Option<std::time::Duration>, D::Error> {
-            super::within(de, super::MIN_ERROR_BACKOFF, "an error backoff")
+            super::within(
+                de,
+                super::MIN_ERROR_BACKOFF,
+                "an error backoff",
+                super::MILLISECOND,
+            )
         }
     }
 
@@ -460,7 +527,12 @@ mod duration {
         pub fn deserialize<'de, D: serde::Deserializer<'de>>(
             de: D,
         ) -> Result<Option<std::time::Duration>, D::Error> {
-            super::within(de, super::MIN_INTERVAL, "a requeue or poll interval")
+            super::within(
+                de,
+                super::MIN_INTERVAL,
+                "a requeue or poll interval",
+                super::SECOND,
+            )
         }
     }
 
@@ -471,14 +543,28 @@ mod duration {
         pub fn deserialize<'de, D: serde::Deserializer<'de>>(
             de: D,
         ) -> Result<Option<std::time::Duration>, D::Error> {
-            super::within(de, std::time::Duration::ZERO, "a debounce")
+            super::within(
+                de,
+                std::time::Duration::ZERO,
+                "a debounce",
+                super::MILLISECOND,
+            )
         }
     }
 
+    /// The unit generated code counts a duration in: intervals in seconds, backoffs and the
+    /// debounce in milliseconds.
+    const SECOND: Duration = Duration::from_secs(1);
+    const MILLISECOND: Duration = Duration::from_millis(1);
+
+    /// A duration between `min` and the cap, in whole `unit`s: a remainder below the unit
+    /// would be dropped by generated code (`1s 999ms` would wait one second), so it is
+    /// refused rather than rounded.
     fn within<'de, D: Deserializer<'de>>(
         de: D,
         min: Duration,
         what: &str,
+        unit: Duration,
     ) -> Result<Option<Duration>, D::Error> {
         let Some(text) = Option::<String>::deserialize(de)? else {
             return Ok(None);
@@ -494,6 +580,22 @@ mod duration {
                 "{text:?} is out of bounds: {what} must be between {} and {}",
                 format(min),
                 format(MAX_DURATION)
+            )));
+        }
+        if value.as_nanos() % unit.as_nanos() != 0 {
+            let format = |d: Duration| humantime::format_duration(d).to_string();
+            let whole = unit * u32::try_from(value.as_nanos() / unit.as_nanos()).unwrap_or(0);
+            return Err(serde::de::Error::custom(format!(
+                "{text:?} has a part smaller than {}, and {what} is counted in whole {}s; \
+                 write {} or {}",
+                format(unit),
+                if unit == SECOND {
+                    "second"
+                } else {
+                    "millisecond"
+                },
+                format(whole.max(unit)),
+                format(whole + unit)
             )));
         }
         Ok(Some(value))
@@ -644,6 +746,86 @@ predicates: [generation]
     }
 
     #[test]
+    fn sub_unit_remainders_are_refused_not_dropped() {
+        let cases = [
+            (
+                "requeue: { after: 1s 999ms }",
+                "requeue.after",
+                "write 1s or 2s",
+            ),
+            (
+                "external: [{ name: r, interval: 90s 1ms }]",
+                "external[0].interval",
+                "write 1m 30s or 1m 31s",
+            ),
+            (
+                "requeue: { errorBackoff: 1ms 500us }",
+                "requeue.errorBackoff",
+                "write 1ms or 2ms",
+            ),
+            ("debounce: 10ms 1us", "debounce", "write 10ms or 11ms"),
+        ];
+        for (text, field, hint) in cases {
+            let err = error(text);
+            assert!(
+                err.contains(&format!("field `{field}`")) && err.contains(hint),
+                "{text}: {err}"
+            );
+        }
+        let whole = Manifest::parse(
+            "op.yaml",
+            "requeue: { after: 1m 30s, errorBackoff: 1s 5ms }",
+        )
+        .unwrap();
+        assert_eq!(whole.requeue.after, Some(Duration::from_secs(90)));
+        assert_eq!(
+            whole.requeue.error_backoff,
+            Some(Duration::from_millis(1005))
+        );
+    }
+
+    #[test]
+    fn dependency_versions_and_features_are_checked_as_cargo_reads_them() {
+        let cases = [
+            (
+                "dependencies: { a: 'not a version' }",
+                "dependencies.a",
+                "not a cargo version",
+            ),
+            (
+                "dependencies: { a: '' }",
+                "dependencies.a",
+                "not a cargo version",
+            ),
+            (
+                "devDependencies: { a: { version: '1', features: ['x y'] } }",
+                "devDependencies.a",
+                "not a feature name",
+            ),
+            (
+                "dependencies: { a: { version: '1', features: ['\"]'] } }",
+                "dependencies.a",
+                "not a feature name",
+            ),
+            (
+                "dependencies: { a: { version: '=1.2.3.4' } }",
+                "dependencies.a",
+                "not a cargo version",
+            ),
+        ];
+        for (text, field, reason) in cases {
+            let err = error(text);
+            assert!(
+                err.contains(&format!("field `{field}`")) && err.contains(reason),
+                "{text}: {err}"
+            );
+        }
+        let fine = "dependencies: { a: '1', b: '>=1.2, <2', c: { version: '^0.4', features: \
+                    [derive, serde/std, v1_2, c++] }, d: '*' }";
+        Manifest::parse("op.yaml", fine).unwrap();
+    }
+
+    #[test]
     fn dependencies_are_a_version_or_a_detailed_mapping() {
         let manifest = Manifest::parse(
             "op.yaml",
@@ -711,6 +893,24 @@ predicates: [generation]
             err.contains("field `dependencies.foo`") && err.contains("in quotes"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn a_derived_group_the_api_server_would_refuse_is_refused() {
+        for group in ["example", "widgets.k8s.io", "kubernetes.io"] {
+            let text = format!("primary: {{ derive: {{ kind: W, group: {group}, version: v1 }} }}");
+            let err = error(&text);
+            assert!(
+                err.starts_with("op.yaml: field `primary.derive.group`")
+                    && err.contains("refused by the API server"),
+                "{err}"
+            );
+        }
+        Manifest::parse(
+            "op.yaml",
+            "primary: { derive: { kind: W, group: example.com, version: v1 } }",
+        )
+        .unwrap();
     }
 
     #[test]

@@ -185,6 +185,15 @@ fn check_flags(primary: &NewPrimary) -> Result<()> {
             if let Some((flag, value, _, rule)) = checks.into_iter().find(|(_, _, ok, _)| !ok) {
                 return Err(flag_error(flag, format!("{value:?} must be {rule}")));
             }
+            if let Some(rule) = crd_document::group_problem(&d.group, false) {
+                return Err(flag_error(
+                    "--group",
+                    format!(
+                        "{:?} would be refused by the API server: it must be {rule}",
+                        d.group
+                    ),
+                ));
+            }
             if d.also_served.is_empty() {
                 return Ok(());
             }

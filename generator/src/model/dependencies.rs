@@ -146,6 +146,20 @@ pub(super) fn tables(
             ),
         ));
     }
+    // Cargo merges a dev-dependency into the dependency of the same name when tests build,
+    // so one would change the version or features the generated code is tested with.
+    if let Some(name) = manifest
+        .dev_dependencies
+        .keys()
+        .find(|name| base.iter().any(|(needed, _)| same_crate(needed, name)))
+    {
+        return Err(bad(
+            &format!("devDependencies.{name}"),
+            format!(
+                "{name} is a dependency of the generated code, which a dev-dependency would change in tests; remove it here"
+            ),
+        ));
+    }
     let dependencies = table(&base, &manifest.dependencies, "dependencies", bad)?;
     let dev = table(BASE_DEV, &manifest.dev_dependencies, "devDependencies", bad)?;
     Ok((dependencies, dev))

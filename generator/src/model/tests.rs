@@ -208,6 +208,12 @@ fn bad_names_and_keys_are_refused() {
     assert!(error_of("external: [{name: a}, {name: a}]").contains("used twice"));
     assert!(error_of("owns: [{kind: Secret}, {kind: secret}]").contains("owned twice"));
     assert!(error_of("dependencies: {kube: '5'}").contains("already a dependency"));
+    let shadow = error_of("devDependencies: {tokio: {version: '1', features: [full]}}");
+    assert!(
+        shadow.contains("field `devDependencies.tokio`")
+            && shadow.contains("dependency of the generated code"),
+        "{shadow}"
+    );
 }
 
 #[test]
