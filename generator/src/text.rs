@@ -155,11 +155,92 @@ impl YamlDocument {
     /// `value` as a YAML document. Long single-line strings (CRD descriptions, patterns) stay
     /// on one line rather than being folded at 80 columns; text with line breaks becomes a
     /// literal block.
+    ///
+    /// A string holding a hidden character ([`is_hidden`]: bidi controls, zero-width and other
+    /// characters Rust's `Debug` escapes) is written double-quoted with that character
+    /// escaped, as YAML would otherwise keep it raw, where it can reorder or hide what a
+    /// reviewer reads. Such a document's mappings come out with sorted keys.
     pub fn new(value: &impl Serialize) -> Result<Self, serde_saphyr::ser::Error> {
-        let mut options = serde_saphyr::SerializerOptions::default();
-        options.folded_wrap_chars = usize::MAX;
-        serde_saphyr::to_string_with_options(value, options).map(Self)
+        let yaml = plain_yaml(value)?;
+        if !yaml.chars().any(is_hidden) {
+            return Ok(Self(yaml));
+        }
+        let mut value = serde_json::to_value(value)
+            .map_err(|e| serde_saphyr::ser::Error::from(e.to_string()))?;
+        // Each string with a hidden character is swapped for a placeholder the serializer
+        // writes as a plain scalar, which is then replaced by the escaped string.
+        let mut prefix = "operator-gen-hidden-".to_owned();
+        while yaml.contains(&prefix) {
+            prefix.push('x');
+        }
+        let mut swapped = Vec::new();
+        swap_hidden(&mut value, &prefix, &mut swapped);
+        let mut yaml = plain_yaml(&value)?;
+        for (i, original) in swapped.iter().enumerate() {
+            yaml = yaml.replace(&format!("{prefix}{i}z"), &yaml_escaped(original));
+        }
+        Ok(Self(yaml))
     }
+}
+
+fn plain_yaml(value: &impl Serialize) -> Result<String, serde_saphyr::ser::Error> {
+    let mut options = serde_saphyr::SerializerOptions::default();
+    options.folded_wrap_chars = usize::MAX;
+    serde_saphyr::to_string_with_options(value, options)
+}
+
+/// Replaces every string (key or value) of `value` holding a hidden character with
+/// `{prefix}{n}z`, pushing the original to `swapped` as the `n`th.
+fn swap_hidden(value: &mut serde_json::Value, prefix: &str, swapped: &mut Vec<String>) {
+    let swap = |text: String, swapped: &mut Vec<String>| {
+        if !text.chars().any(is_hidden) {
+            return text;
+        }
+        swapped.push(text);
+        format!("{prefix}{}z", swapped.len() - 1)
+    };
+    match value {
+        serde_json::Value::String(text) => *text = swap(std::mem::take(text), swapped),
+        serde_json::Value::Array(items) => {
+            for item in items {
+                swap_hidden(item, prefix, swapped);
+            }
+        }
+        serde_json::Value::Object(map) => {
+            for (key, mut item) in std::mem::take(map) {
+                swap_hidden(&mut item, prefix, swapped);
+                map.insert(swap(key, swapped), item);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Whether a character is one Rust's `Debug` escapes: a control, a bidi or other format
+/// character, a separator other than the space. YAML keeps these raw unless escaped.
+fn is_hidden(c: char) -> bool {
+    c.is_ascii_control() && !matches!(c, '\n' | '\t') || !c.is_ascii() && c.escape_debug().len() > 1
+}
+
+/// `text` as a double-quoted YAML scalar with `"`, `\\`, line breaks and every hidden
+/// character escaped, on one line.
+fn yaml_escaped(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 2);
+    out.push('"');
+    for c in text.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            c if is_hidden(c) && u32::from(c) <= 0xffff => {
+                out.push_str(&format!("\\u{:04X}", u32::from(c)));
+            }
+            c if is_hidden(c) => out.push_str(&format!("\\U{:08X}", u32::from(c))),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
 }
 
 /// Outside text. Templates print it only through one of its escaped forms, chosen for the
@@ -207,6 +288,9 @@ impl Text {
     /// A YAML scalar from the YAML serializer, kept on one line and double-quoted whenever it
     /// holds anything a flow collection (`[a, b]`) would read as syntax.
     pub fn yaml(&self) -> String {
+        if self.0.chars().any(is_hidden) {
+            return yaml_escaped(&self.0);
+        }
         let plain = serde_saphyr::to_string(&self.0).unwrap_or_default();
         let plain = plain.trim_end_matches('\n');
         let quoted = plain.starts_with(['"', '\'']);
@@ -326,6 +410,33 @@ impl From<String> for Text {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn hidden_characters_are_escaped_in_yaml_and_read_back_the_same() {
+        let hostile = "a\u{202e}b\u{200b}c\u{a0}d \"q\" \\ \r\u{2066}e\u{feff}";
+        let scalar = Text::from(hostile).yaml();
+        assert!(!scalar.chars().any(is_hidden), "{scalar}");
+        assert_eq!(serde_saphyr::from_str::<String>(&scalar).unwrap(), hostile);
+
+        let value =
+            serde_json::json!({"b": [hostile, "plain"], hostile: {"k": "multi\nline\u{202e}"}});
+        let document = YamlDocument::new(&value).unwrap();
+        assert!(!document.as_str().chars().any(is_hidden), "{document}");
+        let back: serde_json::Value = serde_saphyr::from_str(document.as_str()).unwrap();
+        assert_eq!(back, value, "{document}");
+        // Text without hidden characters is written as before.
+        #[derive(Serialize)]
+        struct Ordered {
+            z: &'static str,
+            a: &'static str,
+        }
+        let plain = Ordered {
+            z: "tab\there",
+            a: "caf\u{e9} \u{2019}",
+        };
+        let document = YamlDocument::new(&plain).unwrap();
+        assert!(document.as_str().starts_with("z:"), "{document}");
+    }
 
     const HOSTILE: &[&str] = &[
         "plain",
