@@ -275,6 +275,40 @@ fn check_names(origin: &str, crd: &CustomResourceDefinition) -> Result<()> {
     Ok(())
 }
 
+/// Refuses a CRD whose versions with generated types (every served one, and the one
+/// selected) declare more properties together than [`limits::MAX_SCHEMA_PROPERTIES`]. The cap
+/// is a total because each version's types are generated and compiled: nine versions of one
+/// aliased tree, each under a per-version cap, once gave 11 MB of types and took the
+/// generator 1 GB.
+fn check_total_properties(
+    origin: &str,
+    crd: &CustomResourceDefinition,
+    version_index: usize,
+) -> Result<()> {
+    let total: usize = crd
+        .spec
+        .versions
+        .iter()
+        .enumerate()
+        .filter(|(i, v)| *i == version_index || v.served)
+        .filter_map(|(_, v)| v.schema.as_ref()?.open_api_v3_schema.as_ref())
+        .map(crate::rust_types::count_properties)
+        .sum();
+    if total <= limits::MAX_SCHEMA_PROPERTIES {
+        return Ok(());
+    }
+    Err(Error::Limit {
+        origin: origin.to_owned(),
+        reason: format!(
+            "CRD {} declares {total} properties across the versions it serves, over the \
+             property cap of {} (a total: types are generated for every served version); a real \
+             CRD has a few thousand, so this one is most likely built to exhaust the generator",
+            crd.metadata.name.as_deref().unwrap_or_default(),
+            limits::MAX_SCHEMA_PROPERTIES
+        ),
+    })
+}
+
 /// Why the API server would refuse `group` for a CRD, if it would: a group needs a dot, and
 /// one under `k8s.io` or `kubernetes.io` needs the `api-approved.kubernetes.io` annotation
 /// (`approved`), which a CRD of a Kubernetes project carries (Gateway API, snapshots) and a
@@ -438,6 +472,7 @@ pub fn select(
             index,
         });
     }
+    check_total_properties(origin, &crd, version_index)?;
     Ok(SelectedCrd {
         origin: origin.to_owned(),
         crd,

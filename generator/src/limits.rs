@@ -94,11 +94,13 @@ pub const MAX_YAML_ALIASES: usize = 1_000;
 /// How many YAML documents (`---`) one input may hold.
 pub const MAX_YAML_DOCUMENTS: usize = 1_000;
 
-/// How many properties one version's schema may declare, counting every property of every
-/// nested object, item and map value. Types are generated for each, so this bounds the
-/// generated code and the time to write it, which the node cap alone does not: aliases can
-/// expand a small file into a schema of tens of thousands of distinct paths. The largest
-/// of 150 real CRDs declares 7,965 (argoproj.io ApplicationSet v1alpha1).
+/// How many properties a CRD's schemas may declare, counting every property of every nested
+/// object, item and map value, summed over every version whose types are generated (each
+/// served one). Types are generated for each, so this bounds the generated code, the time to
+/// write it and the cost of compiling it, which the node cap alone does not: aliases can
+/// expand a small file into a schema of tens of thousands of distinct paths, and nine served
+/// versions of one aliased tree multiply it. The largest of 150 real CRDs declares 7,965 in
+/// all (argoproj.io ApplicationSet v1alpha1, its one version).
 pub const MAX_SCHEMA_PROPERTIES: usize = 20_000;
 
 /// The longest duration a manifest may give. Generated code holds delays as milliseconds and

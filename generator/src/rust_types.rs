@@ -131,7 +131,7 @@ fn normalize(mut schema: JSONSchemaProps, warnings: &mut Vec<String>) -> JSONSch
 }
 
 /// Every property `schema` declares, in nested objects, items, map values and alternatives.
-fn count_properties(schema: &JSONSchemaProps) -> usize {
+pub(crate) fn count_properties(schema: &JSONSchemaProps) -> usize {
     let properties = schema.properties.iter().flat_map(|p| p.values());
     let items = match &schema.items {
         Some(JSONSchemaPropsOrArray::Schema(item)) => vec![item.as_ref()],

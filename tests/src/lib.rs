@@ -49,6 +49,18 @@ pub fn cargo_test_batch(root: &Path, members: &[String]) -> Result<(), String> {
     ))
 }
 
+/// A memory figure of this process from `/proc/self/status` (`VmHWM:` for the peak), in MiB,
+/// for the suites that run each case in a child process and report what it cost.
+pub fn memory_mib(field: &str) -> f64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let kib = status
+        .lines()
+        .find_map(|l| l.strip_prefix(field))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+        .unwrap_or(0.0);
+    kib / 1024.0
+}
+
 /// Names of every fixture, sorted.
 pub fn fixtures() -> Vec<String> {
     let dir = workspace_root().join("tests/fixtures");
@@ -253,6 +265,41 @@ pub fn hostile_cases() -> Vec<(&'static str, Vec<u8>, Expect)> {
     }
     let mut past_caps = near_caps.clone();
     past_caps.push_str("                c: { type: object, properties: { l: *b11, r: *b11 } }\n");
+    // Nine served versions of one aliased tree of about 4,000 properties: each under the
+    // property cap, together over it (once 1 GB in the generator and 11 MB of types).
+    let mut versions = String::from(
+        "apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: { name: manies.hostile.example.com }
+spec:
+  group: hostile.example.com
+  scope: Namespaced
+  names: { kind: Many, plural: manies }
+  versions:
+    - name: v1
+      served: true
+      storage: true
+      schema: &schema
+        openAPIV3Schema:
+          type: object
+          properties:
+            spec:
+              type: object
+              properties:
+                b0: &b0 { type: object, properties: { x: { type: string }, y: { type: string } } }
+",
+    );
+    for level in 1..10 {
+        versions.push_str(&format!(
+            "                b{level}: &b{level} {{ type: object, properties: {{ l: *b{prev}, r: *b{prev} }} }}\n",
+            prev = level - 1
+        ));
+    }
+    for version in 2..10 {
+        versions.push_str(&format!(
+            "    - {{ name: v{version}, served: true, storage: false, schema: *schema }}\n"
+        ));
+    }
     // Just under the byte cap: 15 MiB of descriptions on 240 properties.
     let mut heavy =
         String::from("            spec:\n              type: object\n              properties:\n");
@@ -312,6 +359,7 @@ pub fn hostile_cases() -> Vec<(&'static str, Vec<u8>, Expect)> {
         ("alias-bomb", aliases.into_bytes(), Expect::Error("nodes")),
         ("aliases-expanding-to-the-most-accepted", near_caps.into_bytes(), Expect::Accepted),
         ("aliases-expanding-past-the-property-cap", past_caps.into_bytes(), Expect::Error("property cap")),
+        ("versions-of-one-aliased-tree-past-the-property-cap", versions.into_bytes(), Expect::Error("across the versions it serves")),
         ("descriptions-filling-the-byte-cap", crd_with("Heavy", &heavy).into_bytes(), Expect::Accepted),
     ]
 }
