@@ -9,7 +9,7 @@
 
 use std::{path::Path, process::Command, time::Instant};
 
-use operator_gen_tests::{Expect, generate_hostile, hostile_cases, workspace_root};
+use operator_gen_tests::{Expect, generate_hostile, hostile_cases, memory_mib, workspace_root};
 
 /// Set in a child process: the case it runs.
 const CASE: &str = "OPERATOR_GEN_HOSTILE_CASE";
@@ -73,17 +73,6 @@ fn one_case_in_a_child_process() {
         "{RESULT}{}",
         serde_json::to_string(&run).expect("serializes")
     );
-}
-
-/// A memory figure of this process (`VmHWM:` for the peak), in MiB.
-fn memory_mib(field: &str) -> f64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    let kib = status
-        .lines()
-        .find_map(|l| l.strip_prefix(field))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
-        .unwrap_or(0.0);
-    kib / 1024.0
 }
 
 fn run_in_child(name: &str) -> Run {
