@@ -672,6 +672,48 @@ QbPVQz85Vuko1/QkrEGbUqbbRGoRoXyRRMw6fA1HbpJbLHu7diaIvF8d
     }
 
     #[test]
+    fn a_url_with_credentials_is_refused_without_showing_them() {
+        for url in [
+            "https://user:t0ken-x@example.com/crd.yaml",
+            "http://t0ken-x@example.com:8080/a@b.yaml",
+        ] {
+            let err = CrdSource::Url(url.to_owned()).read_with(true).unwrap_err();
+            let text = err.to_string();
+            assert!(
+                !text.contains("t0ken-x")
+                    && text.contains("***@example.com")
+                    && text.contains("without them"),
+                "{text}"
+            );
+        }
+        // An `@` after the host is part of the path, not user-info.
+        assert!(refuse_user_info("https://example.com/a@b.yaml").is_ok());
+    }
+
+    #[test]
+    fn a_file_a_manifest_names_is_read_only_when_regular_and_never_quoted_outside() {
+        let tmp = tempfile::tempdir().unwrap();
+        let folder = tmp.path().join("crate");
+        std::fs::create_dir_all(&folder).unwrap();
+        std::fs::write(tmp.path().join("secret.env"), "TOKEN=s3cr3t\n").unwrap();
+        std::os::unix::fs::symlink(tmp.path().join("secret.env"), folder.join("crd.yaml")).unwrap();
+        let named = |path: &str| CrdSource::Named {
+            folder: folder.clone(),
+            path: PathBuf::from(path),
+        };
+        let inside = crate::load(&named("crd.yaml"), &Default::default(), false).unwrap_err();
+        assert!(inside.to_string().contains("symbolic link"), "{inside}");
+        let outside = crate::load(&named("../secret.env"), &Default::default(), false);
+        let text = outside.unwrap_err().to_string();
+        assert!(
+            text.contains("secret.env") && text.contains("not shown") && !text.contains("s3cr3t"),
+            "{text}"
+        );
+        let device = named("/dev/zero").read().unwrap_err().to_string();
+        assert!(device.contains("character device"), "{device}");
+    }
+
+    #[test]
     fn oversized_input_is_refused() {
         let big = std::io::repeat(b'a').take(MAX_CRD_BYTES + 10);
         let err = read_capped(big, "big.yaml", MAX_CRD_BYTES).unwrap_err();
