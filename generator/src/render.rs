@@ -53,6 +53,8 @@ enum Needs {
     Admission,
     /// A conversion webhook: a derived resource served in several versions.
     Conversion,
+    /// A namespace of the operator's own (see `Webhooks::exempt_label`).
+    OwnNamespace,
 }
 
 impl Needs {
@@ -63,6 +65,7 @@ impl Needs {
             Needs::Webhooks => webhooks.is_some(),
             Needs::Admission => webhooks.is_some_and(|w| !w.configurations.is_empty()),
             Needs::Conversion => webhooks.is_some_and(|w| w.conversion.is_some()),
+            Needs::OwnNamespace => operator.deploy.own_namespace,
         }
     }
 }
@@ -88,6 +91,7 @@ const TEMPLATES: &[Template] = &[
     template!("Cargo.toml.tera" => "Cargo.toml", Generated, Hashed),
     template!("Dockerfile.tera" => "Dockerfile", Scaffold, Hashed),
     template!("deploy/base/kustomization.yaml.tera" => "deploy/base/kustomization.yaml", Generated, Hashed),
+    template!("deploy/base/namespace.yaml.tera" => "deploy/base/namespace.yaml", Generated, Hashed, needs OwnNamespace),
     template!("deploy/base/rbac.yaml.tera" => "deploy/base/rbac.yaml", Generated, Hashed),
     template!("deploy/base/deployment.yaml.tera" => "deploy/base/deployment.yaml", Generated, Hashed),
     template!("deploy/base/service.yaml.tera" => "deploy/base/service.yaml", Generated, Hashed),

@@ -65,6 +65,10 @@ pub const FILES: &[(&str, &str)] = &[
         include_str!("../deploy/base/kustomization.yaml.tera"),
     ),
     (
+        "deploy/base/namespace.yaml.tera",
+        include_str!("../deploy/base/namespace.yaml.tera"),
+    ),
+    (
         "deploy/base/rbac.yaml.tera",
         include_str!("../deploy/base/rbac.yaml.tera"),
     ),

@@ -115,6 +115,7 @@ pub fn run(args: BenchArgs) -> Result<std::process::ExitCode> {
     }
     if all || args.what == Some(What::Conversion) {
         rows.extend(runtime.block_on(conversion::rows(args.conversions.max(1)))?);
+        rows.extend(conversion::memory_rows(&workspace)?);
     }
     println!("| figure | operator-gen | floor | ratio | command |");
     println!("| --- | --- | --- | --- | --- |");
@@ -691,7 +692,8 @@ impl Bench {
 }
 
 /// A client for `kubeconfig`.
-async fn client(kubeconfig: &Path) -> Result<Client> {
+/// A client as the user of `kubeconfig`.
+pub(crate) async fn client(kubeconfig: &Path) -> Result<Client> {
     let config = kube::Config::from_custom_kubeconfig(
         Kubeconfig::read_from(kubeconfig)?,
         &KubeConfigOptions::default(),

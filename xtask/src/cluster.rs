@@ -10,8 +10,8 @@
 //!
 //! Identities come from a static token file. Besides an admin in `system:masters`, every
 //! operator crate in the workspace gets a token whose user is its ServiceAccount
-//! (`system:serviceaccount:default:<crate>`), so the bindings in its generated
-//! `deploy/base/rbac.yaml` are exactly what it may do.
+//! (`system:serviceaccount:<namespace>:<crate>`, in the namespace its `deploy/` runs it in), so
+//! the bindings in its generated `deploy/base/rbac.yaml` are exactly what it may do.
 
 use std::{
     fs,
@@ -28,7 +28,8 @@ const KUBERNETES_VERSION: &str = "1.20.2";
 const ETCD_PORT: u16 = 23790;
 const ETCD_PEER_PORT: u16 = 23800;
 const API_PORT: u16 = 16443;
-/// The namespace whose ServiceAccounts the operators run as, as `deploy/base/rbac.yaml` says.
+/// The namespace operators run in unless they have one of their own (an operator that admits a
+/// built-in kind does): each crate's own is [`OperatorCrate::namespace`].
 pub const OPERATOR_NAMESPACE: &str = "default";
 
 #[derive(Args)]
@@ -95,7 +96,7 @@ impl Cluster {
         self.state.join("admin.kubeconfig")
     }
 
-    /// A kubeconfig for the ServiceAccount `name` in [`OPERATOR_NAMESPACE`].
+    /// A kubeconfig for the ServiceAccount `name`, in the namespace its crate runs in.
     pub fn operator_kubeconfig(&self, name: &str) -> Result<PathBuf> {
         let path = self.state.join(format!("{name}.kubeconfig"));
         if !path.exists() {
@@ -238,26 +239,40 @@ impl Cluster {
         )?;
         let admin_token = format!("admin-{}", nonce());
         let mut tokens = format!("{admin_token},admin,admin,\"system:masters\"\n");
-        self.write_kubeconfig(&self.admin_kubeconfig(), "admin", &admin_token)?;
-        for OperatorCrate { name, .. } in operator_crates(&self.workspace)? {
+        self.write_kubeconfig(
+            &self.admin_kubeconfig(),
+            "admin",
+            &admin_token,
+            OPERATOR_NAMESPACE,
+        )?;
+        for OperatorCrate {
+            name, namespace, ..
+        } in operator_crates(&self.workspace)?
+        {
             let token = format!("{name}-{}", nonce());
-            let user = format!("system:serviceaccount:{OPERATOR_NAMESPACE}:{name}");
+            let user = format!("system:serviceaccount:{namespace}:{name}");
             tokens.push_str(&format!(
-                "{token},{user},{name},\"system:serviceaccounts,system:serviceaccounts:{OPERATOR_NAMESPACE}\"\n"
+                "{token},{user},{name},\"system:serviceaccounts,system:serviceaccounts:{namespace}\"\n"
             ));
             let path = self.state.join(format!("{name}.kubeconfig"));
-            self.write_kubeconfig(&path, &name, &token)?;
+            self.write_kubeconfig(&path, &name, &token, &namespace)?;
         }
         fs::write(pki.join("tokens.csv"), tokens)?;
         Ok(())
     }
 
-    fn write_kubeconfig(&self, path: &Path, user: &str, token: &str) -> Result<()> {
+    fn write_kubeconfig(
+        &self,
+        path: &Path,
+        user: &str,
+        token: &str,
+        namespace: &str,
+    ) -> Result<()> {
         // kube-apiserver signs its serving certificate into `certs/` when it first starts,
         // after this file is written; clients read it only when they connect.
         let authority = self.state.join("certs").join("apiserver.crt");
         let config = format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: local\n  cluster:\n    server: https://127.0.0.1:{API_PORT}\n    certificate-authority: {}\nusers:\n- name: {user}\n  user:\n    token: {token}\ncontexts:\n- name: local\n  context:\n    cluster: local\n    user: {user}\n    namespace: {OPERATOR_NAMESPACE}\ncurrent-context: local\n",
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: local\n  cluster:\n    server: https://127.0.0.1:{API_PORT}\n    certificate-authority: {}\nusers:\n- name: {user}\n  user:\n    token: {token}\ncontexts:\n- name: local\n  context:\n    cluster: local\n    user: {user}\n    namespace: {namespace}\ncurrent-context: local\n",
             authority.display()
         );
         fs::write(path, config).with_context(|| format!("writing {}", path.display()))
@@ -379,6 +394,8 @@ pub struct OperatorCrate {
     /// Its package name, which is also its ServiceAccount's name.
     pub name: String,
     pub dir: PathBuf,
+    /// The namespace its `deploy/` runs it in, and so its ServiceAccount's.
+    pub namespace: String,
 }
 
 /// The operator crates of the workspace: `example-operator` and every crate in `generated/`,
@@ -393,12 +410,26 @@ pub fn operator_crates(workspace: &Path) -> Result<Vec<OperatorCrate>> {
         if dir.join("deploy/base/rbac.yaml").exists() {
             crates.push(OperatorCrate {
                 name: package_name(&dir)?,
+                namespace: deploy_namespace(&dir)?,
                 dir,
             });
         }
     }
     crates.sort_by(|a, b| a.name.cmp(&b.name));
     Ok(crates)
+}
+
+/// The namespace of the Deployment in a crate's `deploy/base/deployment.yaml`.
+fn deploy_namespace(dir: &Path) -> Result<String> {
+    let path = dir.join("deploy/base/deployment.yaml");
+    let text = fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+    let deployment: serde_json::Value =
+        serde_saphyr::from_str_with_options(&text, operator_gen::limits::yaml_options())
+            .with_context(|| format!("reading {}", path.display()))?;
+    deployment["metadata"]["namespace"]
+        .as_str()
+        .map(str::to_owned)
+        .with_context(|| format!("{} names no namespace", path.display()))
 }
 
 fn package_name(dir: &Path) -> Result<String> {

@@ -24,7 +24,7 @@ use clap::Args;
 use operator_gen::{Manifest, Selection, crd_document, k8s_catalog, schema_sample};
 use serde_json::{Value, json};
 
-use crate::cluster::{self, Cluster, OPERATOR_NAMESPACE, OperatorCrate};
+use crate::cluster::{self, Cluster, OperatorCrate};
 
 mod conversion;
 mod webhooks;
@@ -141,8 +141,9 @@ struct Suite {
     name: String,
     dir: PathBuf,
     manifest: Manifest,
-    /// The CRD installed: `deploy/base/crd.yaml`, or what a derived crate's `crdgen` printed.
-    crd_path: PathBuf,
+    /// The CRD installed: `deploy/base/crd.yaml`, or what a derived crate's `crdgen` printed;
+    /// none for a built-in kind.
+    crd_path: Option<PathBuf>,
     /// The CRD `crdgen` printed, which the suite installed and so removes.
     derived_crd: Option<PathBuf>,
     /// The primary's resource name for kubectl (`prometheusrules.monitoring.coreos.com`).
@@ -154,6 +155,8 @@ struct Suite {
     /// Owned built-in kinds, as kubectl resource names.
     owned: Vec<String>,
     namespace: String,
+    /// The namespace the operator runs in, as its `deploy/` says.
+    operator_namespace: String,
     kubeconfig: PathBuf,
     /// example-operator's outside rule registry, a folder this test can write to. A generated
     /// skeleton's poll hook returns nothing, so it has no trigger to fire.
@@ -164,6 +167,71 @@ struct Suite {
     patience: Duration,
     /// Set by a check that found nothing to check.
     skipped: Option<&'static str>,
+}
+
+/// What an operator reconciles, as the checks create it.
+struct Primary {
+    /// Its resource name for kubectl (`prometheusrules.monitoring.coreos.com`, `deployments.apps`).
+    resource: String,
+    api_version: String,
+    kind: String,
+    /// The body of the objects the checks create.
+    body: Value,
+    /// The CRD that defines it, when it is no built-in kind.
+    crd: Option<PathBuf>,
+}
+
+impl Primary {
+    /// A custom resource defined by the CRD at `crd`; its body is the schema's least object
+    /// with the manifest's `sample:` over it (for a `derived` crate, which has none, with
+    /// every empty string filled in).
+    fn custom(crd: PathBuf, manifest: &Manifest, derived: bool) -> Result<Self> {
+        let bytes = fs::read(&crd).with_context(|| format!("reading {}", crd.display()))?;
+        let origin = crd.display().to_string();
+        let crds = crd_document::parse_all(&origin, &bytes)?;
+        let selected = crd_document::select(&origin, crds, &Selection::default())?;
+        let schema = selected
+            .schema()
+            .with_context(|| format!("{origin} has no schema"))?;
+        let mut body = schema_sample::sample_with(schema, manifest.sample.as_ref());
+        if derived {
+            conversion::fill_empty_strings(&mut body);
+        }
+        let spec = &selected.crd.spec;
+        Ok(Self {
+            resource: selected.name().to_owned(),
+            api_version: format!("{}/{}", spec.group, selected.version().name),
+            kind: spec.names.kind.clone(),
+            body,
+            crd: Some(crd),
+        })
+    }
+
+    /// The built-in `kind` an operator crate reconciles, with a body the API server stores.
+    fn builtin(crate_name: &str, kind: &str) -> Result<Self> {
+        let found = k8s_catalog::find(kind)
+            .with_context(|| format!("{crate_name} reconciles {kind}, which is not built in"))?;
+        let body = match found.kind {
+            "Deployment" => json!({"spec": {
+                "selector": {"matchLabels": {"app": "e2e"}},
+                "template": {
+                    "metadata": {"labels": {"app": "e2e"}},
+                    "spec": {"containers": [{"name": "app", "image": "registry.example/app:1.0"}]},
+                },
+            }}),
+            other => bail!("{crate_name}: the e2e knows no valid {other} to create; add one here"),
+        };
+        Ok(Self {
+            resource: match found.group {
+                "" => found.plural.to_owned(),
+                group => format!("{}.{group}", found.plural),
+            },
+            api_version: found.api_version(),
+            kind: found.kind.to_owned(),
+            body,
+            crd: None,
+        })
+    }
 }
 
 /// A running operator process.
@@ -196,29 +264,27 @@ type Check = (&'static str, fn(&mut Suite) -> Result<()>);
 
 impl Suite {
     fn new(env: Env, operator: OperatorCrate) -> Result<Self> {
-        let OperatorCrate { name, dir } = operator;
+        let OperatorCrate {
+            name,
+            dir,
+            namespace: operator_namespace,
+        } = operator;
         let manifest = Manifest::load(&dir.join("operator.yaml"))?;
         let derived_crd = if manifest.primary.derive.is_some() {
             Some(conversion::derived_crd(&env.workspace, &name, &env.logs)?)
         } else {
             None
         };
-        let crd_path = derived_crd
-            .clone()
-            .unwrap_or_else(|| dir.join("deploy/base/crd.yaml"));
-        let bytes =
-            fs::read(&crd_path).with_context(|| format!("reading {}", crd_path.display()))?;
-        let origin = crd_path.display().to_string();
-        let crds = crd_document::parse_all(&origin, &bytes)?;
-        let selected = crd_document::select(&origin, crds, &Selection::default())?;
-        let schema = selected
-            .schema()
-            .with_context(|| format!("{origin} has no schema"))?;
-        let mut body = schema_sample::sample_with(schema, manifest.sample.as_ref());
-        if derived_crd.is_some() {
-            conversion::fill_empty_strings(&mut body);
-        }
-        let crd = &selected.crd;
+        let primary = match &manifest.primary.builtin {
+            Some(kind) => Primary::builtin(&name, kind)?,
+            None => Primary::custom(
+                derived_crd
+                    .clone()
+                    .unwrap_or_else(|| dir.join("deploy/base/crd.yaml")),
+                &manifest,
+                derived_crd.is_some(),
+            )?,
+        };
         let owned = manifest
             .owns
             .iter()
@@ -232,19 +298,20 @@ impl Suite {
             })
             .collect();
         fs::create_dir_all(&env.logs)?;
-        let kubeconfig = env.operator_kubeconfig(&name)?;
+        let kubeconfig = env.operator_kubeconfig(&name, &operator_namespace)?;
         let registry = (name == "example-operator").then(|| env.logs.join("registry"));
         Ok(Self {
             registry,
-            primary: selected.name().to_owned(),
-            api_version: format!("{}/{}", crd.spec.group, selected.version().name),
-            kind: crd.spec.names.kind.clone(),
+            primary: primary.resource,
+            api_version: primary.api_version,
+            kind: primary.kind,
             namespace: format!("e2e-{name}"),
+            operator_namespace,
             name,
-            body,
+            body: primary.body,
             owned,
             manifest,
-            crd_path,
+            crd_path: primary.crd,
             derived_crd,
             dir,
             kubeconfig,
@@ -277,6 +344,16 @@ impl Suite {
                 Self::validating_refuses,
             ));
             checks.push((
+                "an object labelled to skip the webhooks is validated all the same",
+                Self::labelled_still_validated,
+            ));
+            if self.dir.join("deploy/base/namespace.yaml").exists() {
+                checks.push((
+                    "the operator's own namespace and a labelled kube-system are left alone",
+                    Self::exempt_namespaces_left_alone,
+                ));
+            }
+            checks.push((
                 "the mutating webhook's default is stored",
                 Self::mutating_defaults,
             ));
@@ -297,6 +374,10 @@ impl Suite {
             checks.push((
                 "listing in every served version gives the same objects",
                 Self::lists_in_every_version,
+            ));
+            checks.push((
+                "a list of 1,000 objects reads in an older version, unpaginated",
+                Self::lists_many_in_an_older_version,
             ));
         }
         if owns {
@@ -372,16 +453,23 @@ impl Suite {
     }
 
     fn setup(&mut self) -> Result<()> {
-        self.admin(&["apply", "--server-side", "-f"], Some(&self.crd_path))?;
-        self.admin(
-            &[
-                "wait",
-                "--for=condition=Established",
-                "--timeout=60s",
-                &format!("crd/{}", self.primary),
-            ],
-            None,
-        )?;
+        if let Some(crd) = &self.crd_path {
+            self.admin(&["apply", "--server-side", "-f"], Some(crd))?;
+            self.admin(
+                &[
+                    "wait",
+                    "--for=condition=Established",
+                    "--timeout=60s",
+                    &format!("crd/{}", self.primary),
+                ],
+                None,
+            )?;
+        }
+        // An operator with a namespace of its own has it in its base, for its ServiceAccount.
+        let own_namespace = self.dir.join("deploy/base/namespace.yaml");
+        if own_namespace.exists() {
+            self.admin(&["apply", "-f"], Some(&own_namespace))?;
+        }
         assert_least_privilege(&self.dir.join("deploy/base/rbac.yaml"))?;
         self.admin(
             &["apply", "-f"],
@@ -395,7 +483,10 @@ impl Suite {
             json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": self.namespace}});
         self.apply_json(&namespace)?;
         // What the operator's user may not do, whatever the rules say.
-        let user = format!("system:serviceaccount:{OPERATOR_NAMESPACE}:{}", self.name);
+        let user = format!(
+            "system:serviceaccount:{}:{}",
+            self.operator_namespace, self.name
+        );
         for forbidden in [
             ["create", "pods"],
             ["delete", self.primary.as_str()],
@@ -586,7 +677,7 @@ impl Suite {
                 "WEBHOOK_ADDR",
                 format!("127.0.0.1:{}", webhooks::WEBHOOK_PORT),
             )
-            .env("POD_NAMESPACE", OPERATOR_NAMESPACE)
+            .env("POD_NAMESPACE", &self.operator_namespace)
             .output()?;
         self.start("main", false)?;
         let text = String::from_utf8_lossy(&output.stdout);
@@ -601,7 +692,11 @@ impl Suite {
     }
 
     fn deletion(&mut self) -> Result<()> {
-        let uid = self.uid("first")?;
+        // Made by an earlier check where one makes it; without relations, made here.
+        let uid = match self.find(&self.primary, "first")? {
+            Some(_) => self.uid("first")?,
+            None => self.create_primary("first")?,
+        };
         let child = if self.owned.is_empty() {
             None
         } else {
@@ -681,6 +776,10 @@ impl Suite {
             self.remove_cert_manager_crds()?;
         }
         self.remove_derived_crd()?;
+        if self.dir.join("deploy/base/namespace.yaml").exists() {
+            let own = self.operator_namespace.clone();
+            self.admin(&["delete", "namespace", &own, "--wait=false"], None)?;
+        }
         self.admin(&["delete", "namespace", &namespace, "--wait=false"], None)
     }
 
@@ -802,7 +901,7 @@ impl Suite {
             .env("METRICS_ADDR", format!("127.0.0.1:{metrics}"))
             .env("WEBHOOK_ADDR", format!("127.0.0.1:{webhook}"))
             .env("POD_NAME", replica)
-            .env("POD_NAMESPACE", OPERATOR_NAMESPACE)
+            .env("POD_NAMESPACE", &self.operator_namespace)
             .env(
                 "LEADER_ELECTION",
                 if leader_election { "true" } else { "false" },
@@ -1020,7 +1119,7 @@ impl Suite {
 impl Env {
     /// A kubeconfig whose user is the operator's ServiceAccount: a static token on our own
     /// cluster, a `kubectl create token` on any other.
-    fn operator_kubeconfig(&self, name: &str) -> Result<PathBuf> {
+    fn operator_kubeconfig(&self, name: &str, namespace: &str) -> Result<PathBuf> {
         if let Some(cluster) = &self.cluster {
             return cluster.operator_kubeconfig(name);
         }
@@ -1030,7 +1129,11 @@ impl Env {
             .output()?;
         let mut config: Value = serde_json::from_slice(&output.stdout)
             .context("reading the cluster from KUBECONFIG")?;
-        let sa = json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": name, "namespace": OPERATOR_NAMESPACE}});
+        // Its namespace too, when it is the operator's own: setup labels it later.
+        let sa = json!({"apiVersion": "v1", "kind": "List", "items": [
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}},
+            {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": name, "namespace": namespace}},
+        ]});
         let path = self.logs.join("serviceaccount.json");
         fs::write(&path, sa.to_string())?;
         check_status(
@@ -1043,14 +1146,7 @@ impl Env {
         )?;
         let token = Command::new(&self.kubectl)
             .env("KUBECONFIG", &self.admin)
-            .args([
-                "create",
-                "token",
-                name,
-                "-n",
-                OPERATOR_NAMESPACE,
-                "--duration=2h",
-            ])
+            .args(["create", "token", name, "-n", namespace, "--duration=2h"])
             .output()?;
         if !token.status.success() {
             bail!(

@@ -153,7 +153,10 @@ pub struct Operator {
 #[derive(Debug, Clone, Serialize)]
 pub struct Deploy {
     /// Namespace of the operator's Deployment, ServiceAccount and Lease.
-    pub namespace: Constant,
+    pub namespace: Text,
+    /// Whether `deploy/` creates that namespace, the operator's own (see
+    /// [`Webhooks::exempt_label`]), rather than using `default`.
+    pub own_namespace: bool,
     /// The image `deploy/base/deployment.yaml` runs, `<crate>:latest`.
     pub image: Text,
     /// The Role and RoleBinding for the operator's Lease, `<crate>-leader-election`.
@@ -167,9 +170,15 @@ pub struct TypesModule {
     pub code: Code,
 }
 
-/// The namespace `deploy/` runs the operator in. An overlay may move it, patching the names
-/// that spell it out (the webhooks' DNS names and CA annotation).
-const DEPLOY_NAMESPACE: Constant = Constant("default");
+/// The namespace `deploy/` runs the operator in, unless it needs one of its own. An overlay
+/// may move it, patching the names that spell it out (the webhooks' DNS names and CA
+/// annotation).
+const DEPLOY_NAMESPACE: &str = "default";
+
+/// Namespaces an operator's own may not be: Kubernetes' own, which `deploy/` must not own.
+fn is_reserved_namespace(name: &str) -> bool {
+    name == DEPLOY_NAMESPACE || name.starts_with("kube-")
+}
 
 /// Builds the model. Pure: all input has been read already.
 pub fn analyze(
@@ -222,11 +231,36 @@ pub fn analyze(
         .derive
         .as_ref()
         .map_or(&[][..], |d| d.also_served.as_slice());
+    let own_namespace = webhooks::needs_own_namespace(manifest.webhooks, facts.archetype);
+    if own_namespace && is_reserved_namespace(&crate_name) {
+        return Err(bad(
+            "name",
+            format!(
+                "an operator with admission webhooks for a built-in kind runs in a namespace \
+                 of its own, named after it, and {crate_name:?} is Kubernetes' own; choose \
+                 another `name:`"
+            ),
+        ));
+    }
+    if own_namespace && scope == manifest::Scope::Namespace {
+        return Err(bad(
+            "scope",
+            "an operator with admission webhooks for a built-in kind runs in a namespace of its \
+             own, exempt from those webhooks, so with `scope: namespace` it would watch only \
+             objects its webhooks never see; use `scope: cluster` or drop `webhooks:`"
+                .to_owned(),
+        ));
+    }
+    let namespace = if own_namespace {
+        crate_name.clone()
+    } else {
+        DEPLOY_NAMESPACE.to_owned()
+    };
     let webhooks = webhooks::resolve(
         manifest.webhooks,
         facts.archetype,
         &crate_name,
-        DEPLOY_NAMESPACE.0,
+        &namespace,
         primary,
         also_served,
         &bad,
@@ -286,7 +320,8 @@ pub fn analyze(
             manifest::Scope::Cluster => "all",
         }),
         deploy: Deploy {
-            namespace: DEPLOY_NAMESPACE,
+            namespace: Text::new(namespace),
+            own_namespace,
             image: Text::new(format!("{crate_name}:latest")),
             leader_election_role: Text::new(format!("{crate_name}-leader-election")),
         },

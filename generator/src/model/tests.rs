@@ -507,3 +507,65 @@ fn versions_also_served_must_be_new_distinct_version_names() {
         assert!(err.contains(expected), "{also_served}: {err}");
     }
 }
+
+/// `manifest` for the built-in kind Deployment.
+fn analyze_builtin(manifest: &str) -> Result<Operator> {
+    let manifest = Manifest::parse("operator.yaml", manifest)?;
+    let deployment = crate::k8s_catalog::find("Deployment").expect("Deployment is built in");
+    analyze(
+        "operator.yaml",
+        &manifest,
+        &PrimaryInput::Builtin(deployment),
+        &[],
+        CommandFlags::default(),
+    )
+}
+
+#[test]
+fn admitting_a_builtin_kind_runs_in_an_exempt_namespace_of_its_own() {
+    let operator = analyze_builtin(
+        "name: guard\nprimary: { builtin: Deployment }\nwebhooks: { validating: true }",
+    )
+    .unwrap();
+    assert!(operator.deploy.own_namespace);
+    assert_eq!(operator.deploy.namespace.raw(), "guard");
+    let webhooks = operator.webhooks.expect("webhooks asked for");
+    assert_eq!(
+        webhooks.exempt_label.as_ref().map(Text::raw),
+        Some("skip-webhooks.operator-gen.kube.rs/guard")
+    );
+    assert_eq!(webhooks.inject_ca_from.raw(), "guard/guard-webhook");
+    assert!(
+        webhooks
+            .dns_names
+            .iter()
+            .any(|n| n.raw() == "guard.guard.svc")
+    );
+
+    // A custom primary is never one of the operator's own objects: nothing is exempt.
+    let operator = analyze_with("name: widgets\nwebhooks: { validating: true }").unwrap();
+    assert!(!operator.deploy.own_namespace);
+    assert_eq!(operator.deploy.namespace.raw(), "default");
+    assert!(operator.webhooks.expect("asked for").exempt_label.is_none());
+    // Nor is an operator of a built-in kind that admits nothing.
+    let operator = analyze_builtin("name: guard\nprimary: { builtin: Deployment }").unwrap();
+    assert!(!operator.deploy.own_namespace);
+}
+
+#[test]
+fn an_exempt_namespace_that_would_be_kubernetes_own_or_watched_is_refused() {
+    for name in ["default", "kube-system", "kube-public"] {
+        let error = analyze_builtin(&format!(
+            "name: {name}\nprimary: {{ builtin: Deployment }}\nwebhooks: {{ mutating: true }}"
+        ))
+        .expect_err("Kubernetes' own namespace")
+        .to_string();
+        assert!(error.contains("field `name`"), "{error}");
+    }
+    let error = analyze_builtin(
+        "name: guard\nprimary: { builtin: Deployment }\nscope: namespace\nwebhooks: { validating: true }",
+    )
+    .expect_err("its own namespace is exempt")
+    .to_string();
+    assert!(error.contains("field `scope`"), "{error}");
+}

@@ -54,6 +54,11 @@ pub struct Webhooks {
     pub resource: Text,
     /// `Namespaced` or `Cluster`, as `rules[].scope` spells it.
     pub scope: Constant,
+    /// The namespace label that exempts a namespace from the admission webhooks, for an
+    /// operator of a built-in kind: `deploy/` sets it on the operator's own namespace, and
+    /// a person sets it on `kube-system`. `None` when nothing is exempt: the operator's own
+    /// objects are never of a custom primary's kind.
+    pub exempt_label: Option<Text>,
 }
 
 /// A webhook configuration object and its one webhook.
@@ -103,6 +108,26 @@ pub struct Webhook {
     pub name: Text,
     /// The path it is served on, `/validate` or `/mutate`.
     pub path: Constant,
+}
+
+/// Whether the operator runs in a namespace of its own, exempt from its admission webhooks by
+/// a namespace label: an operator that admits a built-in kind. Its own Deployment, pods,
+/// Secret and Service are objects of kinds such webhooks may gate, and with `failurePolicy:
+/// Fail` an operator that gates its own rollout can never be repaired while it is down.
+/// Kubernetes 1.20 has no `matchConditions`, and an object label would let anyone who creates
+/// an object skip the hooks; a namespace label takes the right to edit namespaces.
+pub(super) fn needs_own_namespace(
+    manifest: Option<manifest::Webhooks>,
+    archetype: Archetype,
+) -> bool {
+    archetype == Archetype::Builtin && manifest.is_some_and(|w| w.validating || w.mutating)
+}
+
+/// The namespace label that exempts a namespace from `crate_name`'s admission webhooks. One
+/// key per operator, so that a namespace can be exempt from one operator's webhooks and not
+/// another's; the checked crate name is a valid label name.
+fn exempt_label(crate_name: &str) -> Text {
+    Text::new(format!("skip-webhooks.operator-gen.kube.rs/{crate_name}"))
 }
 
 /// The webhooks the operator serves: the admission webhooks `manifest` asks for and the
@@ -194,6 +219,7 @@ pub(super) fn resolve(
         } else {
             "Cluster"
         }),
+        exempt_label: needs_own_namespace(manifest, archetype).then(|| exempt_label(crate_name)),
     }))
 }
 

@@ -78,8 +78,9 @@ pub(super) async fn rows(rounds_of: usize) -> Result<Vec<Row>> {
         for _ in 0..ROUNDS {
             let floor_time = per_request(rounds_of, || async { floor(&body) }).await?;
             let ours_time = per_request(rounds_of, || async {
-                let (answer, _) = review(&body);
-                Ok(serde_json::to_vec(&answer)?)
+                let mut answer = Vec::new();
+                review(&body, &mut answer)?;
+                Ok(answer)
             })
             .await?;
             ratios.push(ours_time.as_secs_f64() / floor_time.as_secs_f64());
@@ -100,4 +101,73 @@ pub(super) async fn rows(rounds_of: usize) -> Result<Vec<Row>> {
         });
     }
     Ok(rows)
+}
+
+/// The Deployment's memory limit in `deploy/base/deployment.yaml`.
+const MEMORY_LIMIT_MIB: f64 = 256.0;
+
+/// One run of `conversion-peak` (`xtask/conversion-peak`), as it reports itself.
+#[derive(serde::Deserialize)]
+struct Peak {
+    body_bytes: u64,
+    objects: u64,
+    peak_with_body_kib: u64,
+    peak_kib: u64,
+}
+
+/// Runs the release build of `conversion-peak` one `way` over a review of `bytes`.
+fn peak(workspace: &std::path::Path, way: &str, bytes: usize) -> Result<Peak> {
+    let binary = workspace.join("target/release/conversion-peak");
+    let output = std::process::Command::new(&binary)
+        .args([way, &bytes.to_string()])
+        .output()
+        .with_context(|| format!("running {}", binary.display()))?;
+    if !output.status.success() {
+        anyhow::bail!(
+            "conversion-peak {way}: {}",
+            String::from_utf8_lossy(&output.stderr).trim()
+        );
+    }
+    serde_json::from_slice(&output.stdout).context("reading conversion-peak's report")
+}
+
+/// The peak memory of backup-controller's conversion webhook answering the largest review it
+/// accepts by default, of the smallest objects, in a release build: streamed, as it is, and
+/// decoded whole, as it was. The webhook converts two reviews at once at most.
+pub(super) fn memory_rows(workspace: &std::path::Path) -> Result<Vec<Row>> {
+    let status = std::process::Command::new(env!("CARGO"))
+        .args(["build", "--quiet", "--release", "-p", "conversion-peak"])
+        .current_dir(workspace)
+        .status()?;
+    if !status.success() {
+        anyhow::bail!("building conversion-peak in release failed ({status})");
+    }
+    let bytes = backup_controller::settings::Settings::defaults().conversion_max_bytes;
+    let streamed = peak(workspace, "streamed", bytes)?;
+    let whole = peak(workspace, "whole", bytes)?;
+    let mib = |kib: u64| kib as f64 / 1024.0;
+    Ok(vec![Row {
+        figure: format!(
+            "peak RSS answering the largest ConversionReview accepted ({:.0} MiB of {} Backups, each converted down), release build",
+            streamed.body_bytes as f64 / (1024.0 * 1024.0),
+            streamed.objects
+        ),
+        ours: format!(
+            "{:.0} MiB streamed ({:.0} MiB with the body alone); two at once: about {:.0} MiB",
+            mib(streamed.peak_kib),
+            mib(streamed.peak_with_body_kib),
+            2.0 * mib(streamed.peak_kib)
+        ),
+        floor: format!(
+            "the Deployment's {MEMORY_LIMIT_MIB:.0} MiB limit; decoded whole, as before: {:.0} MiB",
+            mib(whole.peak_kib)
+        ),
+        ratio: format!(
+            "{:.2}× of the limit ({:.1}× the body; whole: {:.1}×)",
+            mib(streamed.peak_kib) / MEMORY_LIMIT_MIB,
+            mib(streamed.peak_kib) / (streamed.body_bytes as f64 / 1024.0 / 1024.0),
+            mib(whole.peak_kib) / (whole.body_bytes as f64 / 1024.0 / 1024.0)
+        ),
+        command: "cargo xtask bench conversion".to_owned(),
+    }])
 }

@@ -9,6 +9,7 @@
 use std::{collections::BTreeSet, fs, path::Path, path::PathBuf, process::Command};
 
 use anyhow::{Context as _, Result, bail};
+use futures::{StreamExt as _, TryStreamExt as _};
 use operator_gen::{Selection, crd_document, model::HUB_FIELDS_ANNOTATION, schema_sample};
 use serde_json::{Value, json};
 
@@ -82,8 +83,12 @@ impl Suite {
     /// A primary named `name` as `version`: the least object of that version's schema, with
     /// the manifest's `sample:` over it.
     fn primary_in(&self, version: &str, name: &str) -> Result<Value> {
-        let origin = self.crd_path.display().to_string();
-        let crds = crd_document::parse_all(&origin, &fs::read(&self.crd_path)?)?;
+        let crd_path = self
+            .crd_path
+            .as_ref()
+            .context("a derived crate has a CRD")?;
+        let origin = crd_path.display().to_string();
+        let crds = crd_document::parse_all(&origin, &fs::read(crd_path)?)?;
         let selection = Selection {
             crd: None,
             version: Some(version.to_owned()),
@@ -217,6 +222,103 @@ impl Suite {
             bail!("listed as {hub}: {names:?}; as {version}: {other:?}");
         }
         Ok(())
+    }
+
+    /// A list of many objects read in an older version, without `limit`, is converted in one
+    /// review: the API server sends the whole list, unpaginated. Every object comes back in
+    /// that version.
+    pub(super) fn lists_many_in_an_older_version(&mut self) -> Result<()> {
+        const MANY: usize = 1_000;
+        const MANY_LABEL: &str = "e2e.operator-gen.kube.rs/many";
+        let older = self
+            .older_versions()
+            .into_iter()
+            .next()
+            .context("no older version")?;
+        let objects: Vec<Value> = (0..MANY)
+            .map(|index| {
+                let mut object = self.primary_object(&format!("many-{index}"));
+                object["metadata"]["labels"] = json!({ MANY_LABEL: "true" });
+                object
+            })
+            .collect();
+        self.create_all(objects)?;
+        let namespace = self.namespace.clone();
+        // `--chunk-size=0`: one LIST with no `limit`, as a controller's first list of an
+        // older version asks for.
+        let list = self.admin_json(&[
+            "get",
+            &self.resource_in(&older),
+            "-n",
+            &namespace,
+            "--chunk-size=0",
+            "-o",
+            "json",
+        ])?;
+        let items = list["items"].as_array().cloned().unwrap_or_default();
+        let (group, _) = self.group_and_hub();
+        let wanted = format!("{group}/{older}");
+        let converted = items
+            .iter()
+            .filter(|item| {
+                item["apiVersion"] == wanted
+                    && item["metadata"]["name"]
+                        .as_str()
+                        .is_some_and(|name| name.starts_with("many-"))
+            })
+            .count();
+        // One request for them all, not one per object.
+        self.admin(
+            &[
+                "delete",
+                &self.primary,
+                "-n",
+                &namespace,
+                "-l",
+                MANY_LABEL,
+                "--wait=false",
+            ],
+            None,
+        )?;
+        if converted != MANY {
+            bail!(
+                "listed as {older}, {converted} of {MANY} objects came back in that version ({} items in all)",
+                items.len()
+            );
+        }
+        Ok(())
+    }
+
+    /// Creates `objects`, each a primary in the hub's version, many requests at a time:
+    /// `kubectl create` would send them one after another.
+    fn create_all(&self, objects: Vec<Value>) -> Result<()> {
+        let (group, version) = self.group_and_hub();
+        let plural = self.primary.split('.').next().unwrap_or_default();
+        let gvk = kube::api::GroupVersionKind::gvk(group, version, &self.kind);
+        let resource = kube::api::ApiResource::from_gvk_with_plural(&gvk, plural);
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        runtime.block_on(async {
+            let client = crate::bench::client(&self.env.admin).await?;
+            let api: kube::Api<kube::api::DynamicObject> =
+                kube::Api::namespaced_with(client, &self.namespace, &resource);
+            futures::stream::iter(objects)
+                .map(|object| {
+                    let api = api.clone();
+                    async move {
+                        let object: kube::api::DynamicObject = serde_json::from_value(object)?;
+                        api.create(&kube::api::PostParams::default(), &object)
+                            .await
+                            .map(drop)
+                            .map_err(anyhow::Error::from)
+                    }
+                })
+                .buffer_unordered(32)
+                .try_collect::<Vec<()>>()
+                .await
+                .map(drop)
+        })
     }
 
     /// The CRD `crdgen` printed goes with the suite that installed it: its conversion webhook

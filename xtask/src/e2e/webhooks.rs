@@ -39,20 +39,38 @@ pub(super) struct HookCase {
 
 /// The hooks of the operators in this workspace that have any.
 pub(super) fn hook_case(name: &str) -> Option<HookCase> {
-    (name == "example-operator").then_some(HookCase {
-        make_invalid: |body| {
-            if let Some(rule) = body
-                .pointer_mut("/spec/groups/0/rules/0")
-                .and_then(Value::as_object_mut)
-            {
-                rule.remove("alert");
-                rule.remove("record");
-            }
-        },
-        refusal: "neither `alert` nor `record`",
-        defaulted: ("/spec/groups/0/interval", "1m"),
-    })
+    match name {
+        "example-operator" => Some(HookCase {
+            make_invalid: |body| {
+                if let Some(rule) = body
+                    .pointer_mut("/spec/groups/0/rules/0")
+                    .and_then(Value::as_object_mut)
+                {
+                    rule.remove("alert");
+                    rule.remove("record");
+                }
+            },
+            refusal: "neither `alert` nor `record`",
+            defaulted: ("/spec/groups/0/interval", "1m"),
+        }),
+        "deployment-guard" => Some(HookCase {
+            make_invalid: |body| {
+                if let Some(image) = body.pointer_mut("/spec/template/spec/containers/0/image") {
+                    *image = json!("nginx");
+                }
+            },
+            refusal: "not pinned",
+            defaulted: (
+                "/metadata/annotations/deployment-guard.example.com~1owner",
+                "unowned",
+            ),
+        }),
+        _ => None,
+    }
 }
+
+/// The object label that once let any object past the webhooks; it must exempt nothing now.
+const OLD_SKIP_LABEL: &str = "operator-gen.kube.rs/skip-webhooks";
 
 /// The cert-manager CRDs the overlay's Certificate and Issuer need, from the real CRDs.
 fn cert_manager_crds(suite: &Suite) -> Vec<PathBuf> {
@@ -149,6 +167,84 @@ impl Suite {
         }
         if self.find(&self.primary, "refused")?.is_some() {
             bail!("the refused object was stored");
+        }
+        Ok(())
+    }
+
+    /// An object that carries the label that once skipped the webhooks is still validated:
+    /// whoever creates an object chooses its labels.
+    pub(super) fn labelled_still_validated(&mut self) -> Result<()> {
+        let Some(case) = hook_case(&self.name) else {
+            self.skipped = Some("no object this operator's validate() refuses is known here");
+            return Ok(());
+        };
+        let mut object = self.primary_object("labelled");
+        (case.make_invalid)(&mut object);
+        object["metadata"]["labels"] = json!({ OLD_SKIP_LABEL: self.name });
+        match self.try_apply_json(&object)? {
+            Ok(()) => bail!("a labelled object that validate() refuses was stored: {object}"),
+            Err(error) if error.contains(case.refusal) => Ok(()),
+            Err(error) => bail!("refused, but not by the hook: {error}"),
+        }
+    }
+
+    /// The label `deploy/base/namespace.yaml` sets on the operator's own namespace, which
+    /// exempts a namespace from its webhooks.
+    fn exempt_label(&self) -> Result<String> {
+        let path = self.dir.join("deploy/base/namespace.yaml");
+        let text = fs::read_to_string(&path)?;
+        let namespace: Value =
+            serde_saphyr::from_str_with_options(&text, operator_gen::limits::yaml_options())
+                .with_context(|| format!("reading {}", path.display()))?;
+        let labels = namespace["metadata"]["labels"]
+            .as_object()
+            .with_context(|| format!("{} labels nothing", path.display()))?;
+        match labels.keys().collect::<Vec<_>>().as_slice() {
+            [label] => Ok((*label).clone()),
+            other => bail!("{} sets {} labels, not one", path.display(), other.len()),
+        }
+    }
+
+    /// The webhooks leave alone the operator's own namespace, and `kube-system` once it is
+    /// labelled as the crate's README says; the label on an object is not enough.
+    pub(super) fn exempt_namespaces_left_alone(&mut self) -> Result<()> {
+        let Some(case) = hook_case(&self.name) else {
+            self.skipped = Some("no object this operator's validate() refuses is known here");
+            return Ok(());
+        };
+        let label = self.exempt_label()?;
+        let namespaces = [self.operator_namespace.clone(), "kube-system".to_owned()];
+        let labelled = format!("{label}=true");
+        self.admin(&["label", "namespace", "kube-system", &labelled], None)?;
+        let stored = namespaces
+            .iter()
+            .map(|namespace| {
+                let mut object = self.primary_object("exempt");
+                object["metadata"]["namespace"] = json!(namespace);
+                (case.make_invalid)(&mut object);
+                let stored = self.try_apply_json(&object)?;
+                self.admin(
+                    &[
+                        "delete",
+                        &self.primary,
+                        "exempt",
+                        "-n",
+                        namespace,
+                        "--ignore-not-found",
+                    ],
+                    None,
+                )?;
+                Ok((namespace, stored))
+            })
+            .collect::<Result<Vec<_>>>();
+        self.admin(
+            &["label", "namespace", "kube-system", &format!("{label}-")],
+            None,
+        )?;
+        for (namespace, stored) in stored? {
+            if let Err(refusal) = stored {
+                bail!("in {namespace}, which is exempt, an object was refused: {refusal}");
+            }
         }
         Ok(())
     }

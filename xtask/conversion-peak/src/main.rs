@@ -1,0 +1,104 @@
+//! Peak memory of answering one ConversionReview of `<bytes>` bytes, backup-controller's
+//! worst: Backups as small as they come, each converted down to `v1alpha1` with the hub kept
+//! in its annotation. `cargo xtask bench conversion` builds this in release and runs it once
+//! per way, in a process of its own, because the peak resident set (`VmHWM`) only grows.
+//!
+//! Usage: `conversion-peak <streamed|whole> <bytes>`. It prints one JSON line: the body's
+//! size and objects, and the peak resident set in KiB once the body exists and after the
+//! answer.
+//!
+//! - `streamed`: the webhook's own `conversion::review`, which reads the objects one at a
+//!   time and writes each as it is converted (here, into nothing).
+//! - `whole`: the review decoded whole, every object converted into a list, and the answer
+//!   encoded whole, as the webhook did before it streamed.
+
+use std::io::Write as _;
+
+use backup_controller::conversion::{convert, review};
+use kube::core::conversion::{ConversionRequest, ConversionResponse, ConversionReview};
+
+/// One hub Backup, with the field `v1alpha1` lacks, named `index`.
+fn backup(index: usize) -> String {
+    format!(
+        r#"{{"apiVersion":"example.com/v1","kind":"Backup","metadata":{{"name":"b{index}","namespace":"d"}},"spec":{{"message":"m","note":"n"}}}}"#
+    )
+}
+
+/// A ConversionReview of as many Backups as fit in `bytes`, written as bytes rather than
+/// built as a JSON value, so that building it costs no more than the body itself.
+fn body(bytes: usize) -> (Vec<u8>, usize) {
+    let head = br#"{"apiVersion":"apiextensions.k8s.io/v1","kind":"ConversionReview","request":{"uid":"0d1c2b3a-0000-4000-8000-000000000001","desiredAPIVersion":"example.com/v1alpha1","objects":["#;
+    let tail = b"]}}";
+    let mut body = Vec::with_capacity(bytes);
+    body.extend_from_slice(head);
+    let mut objects = 0;
+    loop {
+        let object = backup(objects);
+        if body.len() + object.len() + 1 + tail.len() > bytes {
+            break;
+        }
+        if objects > 0 {
+            body.push(b',');
+        }
+        body.extend_from_slice(object.as_bytes());
+        objects += 1;
+    }
+    body.extend_from_slice(tail);
+    (body, objects)
+}
+
+/// The peak resident set of this process so far, in KiB.
+fn peak_kib() -> Result<u64, String> {
+    let status = std::fs::read_to_string("/proc/self/status").map_err(|e| e.to_string())?;
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmHWM:"))
+        .and_then(|value| value.trim().trim_end_matches("kB").trim().parse().ok())
+        .ok_or_else(|| "no VmHWM in /proc/self/status".to_owned())
+}
+
+/// The review decoded whole, converted into a list, and the answer encoded whole.
+fn whole(body: &[u8]) -> Result<usize, String> {
+    let review: ConversionReview = serde_json::from_slice(body).map_err(|e| e.to_string())?;
+    let mut request = ConversionRequest::try_from(review).map_err(|_| "no request".to_owned())?;
+    let desired = request.desired_api_version.clone();
+    let objects = std::mem::take(&mut request.objects);
+    let converted = objects
+        .into_iter()
+        .map(|object| convert(object, &desired))
+        .collect::<Result<Vec<_>, _>>()?;
+    let answer = ConversionResponse::for_request(request)
+        .success(converted)
+        .into_review();
+    let encoded = serde_json::to_vec(&answer).map_err(|e| e.to_string())?;
+    Ok(encoded.len())
+}
+
+fn main() -> Result<(), String> {
+    let mut args = std::env::args().skip(1);
+    let usage = "usage: conversion-peak <streamed|whole> <bytes>";
+    let way = args.next().ok_or(usage)?;
+    let bytes: usize = args.next().and_then(|b| b.parse().ok()).ok_or(usage)?;
+    let (body, objects) = body(bytes);
+    let with_body = peak_kib()?;
+    match way.as_str() {
+        "streamed" => {
+            let outcome = review(&body, &mut std::io::sink()).map_err(|e| e.to_string())?;
+            if outcome != backup_controller::webhook::Outcome::Converted {
+                return Err(format!("the review was answered {outcome:?}"));
+            }
+        }
+        "whole" => {
+            whole(&body)?;
+        }
+        _ => return Err(usage.to_owned()),
+    }
+    let peak = peak_kib()?;
+    let line = serde_json::json!({
+        "body_bytes": body.len(),
+        "objects": objects,
+        "peak_with_body_kib": with_body,
+        "peak_kib": peak,
+    });
+    writeln!(std::io::stdout(), "{line}").map_err(|e| e.to_string())
+}
