@@ -33,6 +33,19 @@ pub struct CorpusArgs {
     pub filter: Option<String>,
 }
 
+/// Files of the corpus the API server itself would refuse, and the refusal each must meet in
+/// operator-gen too. They were merged from per-version files upstream publishes, each of which
+/// marks its own version as the storage version. A file here passes when it is refused so, and
+/// fails the run when it generates, so the list cannot go stale.
+const REFUSED: &[(&str, &str)] = &[
+    ("kafka.strimzi.io/kafkas.yaml", "both have `storage: true`"),
+    (
+        "kafka.strimzi.io/kafkatopics.yaml",
+        "both have `storage: true`",
+    ),
+    ("karpenter.sh/nodepools.yaml", "both have `storage: true`"),
+];
+
 /// One CRD's way through the corpus run.
 struct Entry {
     crd: String,
@@ -134,7 +147,20 @@ pub fn run(args: CorpusArgs) -> anyhow::Result<ExitCode> {
     println!("| CRD | generate | compile | first error |");
     println!("| --- | --- | --- | --- |");
     for entry in &entries {
+        let refusal = REFUSED
+            .iter()
+            .find(|(crd, _)| *crd == entry.crd)
+            .map(|(_, reason)| *reason);
         let (generate, compile, error) = match (&entry.generated, &entry.compiled) {
+            (Err(e), _) if refusal.is_some_and(|reason| e.contains(reason)) => {
+                passed += 1;
+                ("refused, as the API server would", "-", e.clone())
+            }
+            (Ok(_), _) if refusal.is_some() => (
+                "ok",
+                "-",
+                "generated, but the API server refuses this CRD".to_owned(),
+            ),
             (Err(e), _) => ("failed", "-", e.clone()),
             (Ok(_), Some(Err(e))) => ("ok", "failed", e.clone()),
             (Ok(_), Some(Ok(()))) => {
