@@ -28,6 +28,7 @@ pub mod manifest;
 pub mod migration;
 pub mod model;
 pub mod naming;
+mod parallel;
 pub mod record;
 pub mod render;
 pub mod rust_types;

@@ -6,7 +6,7 @@
 //! `{{ }}` (a model field that is a plain `String`, or a filter's output) fails the render
 //! with the template's name rather than reaching a file.
 
-use std::path::PathBuf;
+use std::{collections::BTreeMap, path::PathBuf, sync::OnceLock};
 
 use tera::{Context, Tera};
 
@@ -136,57 +136,126 @@ pub fn outputs() -> impl Iterator<Item = &'static std::path::Path> {
         .map(|template| std::path::Path::new(template.output))
 }
 
-/// The template engine: every template and partial, parsed once per process, with
-/// autoescaping on for all of them and an escape function that refuses raw text.
-fn engine() -> Result<&'static Tera> {
-    static ENGINE: std::sync::OnceLock<Result<Tera, Error>> = std::sync::OnceLock::new();
-    let engine =
-        ENGINE.get_or_init(|| guarded_engine(operator_gen_templates::FILES.iter().copied()));
-    engine.as_ref().map_err(|e| Error::Template {
-        template: "templates/".to_owned(),
-        reason: e.to_string(),
-    })
+/// The engine that renders `name`: that template and the partials it includes, parsed the
+/// first time a run needs them and kept for the rest of the process, with autoescaping on and
+/// an escape function that refuses raw text.
+///
+/// One engine per template rather than one for all: a run compiles only the templates its
+/// archetype renders (about half of them), and workers compile theirs at the same time.
+fn engine(name: &'static str) -> Result<&'static Tera> {
+    type Engines = BTreeMap<&'static str, OnceLock<Result<Tera, Error>>>;
+    static ENGINES: OnceLock<Engines> = OnceLock::new();
+    let engines = ENGINES.get_or_init(|| {
+        TEMPLATES
+            .iter()
+            .map(|template| (template.name, OnceLock::new()))
+            .collect()
+    });
+    let engine = engines.get(name).ok_or_else(|| Error::Template {
+        template: name.to_owned(),
+        reason: "no such template in the plan table".to_owned(),
+    })?;
+    engine
+        .get_or_init(|| guarded_engine(with_partials(name)))
+        .as_ref()
+        .map_err(|e| Error::Template {
+            template: name.to_owned(),
+            reason: e.to_string(),
+        })
+}
+
+/// `name` and every partial it includes, directly or through another partial, with their
+/// sources: what an engine for `name` must hold.
+fn with_partials(name: &str) -> Vec<(&'static str, &'static str)> {
+    let source = |wanted: &str| {
+        operator_gen_templates::FILES
+            .iter()
+            .find(|(file, _)| *file == wanted)
+            .copied()
+    };
+    let mut found: Vec<(&'static str, &'static str)> = source(name).into_iter().collect();
+    let mut next = 0;
+    while let Some(&(_, text)) = found.get(next) {
+        for included in text.split("include \"").skip(1) {
+            let Some((partial, _)) = included.split_once('"') else {
+                continue;
+            };
+            if !found.iter().any(|(file, _)| *file == partial)
+                && let Some(file) = source(partial)
+            {
+                found.push(file);
+            }
+        }
+        next += 1;
+    }
+    found
 }
 
 /// A Tera instance holding `sources`, printing only safe strings.
 fn guarded_engine<'a>(sources: impl IntoIterator<Item = (&'a str, &'a str)>) -> Result<Tera> {
     let mut tera = Tera::new();
-    for (name, source) in sources {
-        tera.add_raw_template(name, source)
-            .map_err(|e| template_error(name, &e))?;
-    }
+    // All at once: Tera checks the whole set (inheritance, include cycles) after each call.
+    let sources: Vec<(&str, &str)> = sources.into_iter().collect();
+    tera.add_raw_templates(sources.iter().copied())
+        .map_err(|e| {
+            let names: Vec<&str> = sources.iter().map(|(name, _)| *name).collect();
+            template_error(&names.join(", "), &e)
+        })?;
     tera.set_escape_fn(refuse_raw_text);
     tera.autoescape_on([".tera"]);
     Ok(tera)
 }
 
 /// Renders every template for `operator` into a plan.
+///
+/// Files are rendered, parsed and formatted on all cores ([`crate::parallel`]); the plan
+/// lists them in table order whatever finished first.
 pub fn render(operator: &Operator) -> Result<Plan> {
-    let tera = engine()?;
     let context = Context::from_serialize(operator).map_err(|e| template_error("model", &e))?;
-    let files = TEMPLATES
+    let mut chosen: Vec<(usize, &Template)> = TEMPLATES
         .iter()
-        .filter(|template| {
+        .enumerate()
+        .filter(|(_, template)| {
             (template.archetypes.is_empty() || template.archetypes.contains(&operator.archetype))
                 && template.needs.met_by(operator)
         })
-        .map(|template| {
-            let rendered = tera
-                .render(template.name, &context)
-                .map_err(|e| template_error(template.name, &e))?;
-            let body = finish(template, rendered)?;
-            let contents = match template.ownership {
-                Ownership::Generated => with_header(template.format, &operator.provenance, &body),
-                Ownership::Scaffold => body,
-            };
-            Ok(PlannedFile {
-                path: PathBuf::from(template.output),
-                contents,
-                ownership: template.ownership,
-            })
-        })
-        .collect::<Result<Vec<_>>>()?;
-    Plan::new(files)
+        .collect();
+    // Longest first, so that no long file starts last: the formatted types, then the
+    // others by the size of their template.
+    chosen.sort_by_cached_key(|(_, template)| {
+        let size = with_partials(template.name)
+            .iter()
+            .map(|(_, source)| source.len())
+            .sum::<usize>();
+        (template.format != Format::Rust, std::cmp::Reverse(size))
+    });
+    let rendered = crate::parallel::map(&chosen, |&(row, template)| {
+        render_one(template, &context, &operator.provenance).map(|file| (row, file))
+    });
+    let mut files = rendered.into_iter().collect::<Result<Vec<_>>>()?;
+    files.sort_by_key(|(row, _)| *row);
+    Plan::new(files.into_iter().map(|(_, file)| file).collect())
+}
+
+/// One template's file, finished and with its header.
+fn render_one(
+    template: &Template,
+    context: &Context,
+    provenance: &Provenance,
+) -> Result<PlannedFile> {
+    let rendered = engine(template.name)?
+        .render(template.name, context)
+        .map_err(|e| template_error(template.name, &e))?;
+    let body = finish(template, rendered)?;
+    let contents = match template.ownership {
+        Ownership::Generated => with_header(template.format, provenance, &body),
+        Ownership::Scaffold => body,
+    };
+    Ok(PlannedFile {
+        path: PathBuf::from(template.output),
+        contents,
+        ownership: template.ownership,
+    })
 }
 
 /// Tera's escape function, which it calls for every printed value that is not a safe string.
@@ -421,6 +490,31 @@ mod tests {
                 "{name} is neither rendered nor included"
             );
         }
+    }
+
+    #[test]
+    fn each_engine_holds_its_template_and_every_partial_it_includes() {
+        let mut names: Vec<&str> = with_partials("controller.rs.tera")
+            .iter()
+            .map(|(name, _)| *name)
+            .collect();
+        assert_eq!(names.remove(0), "controller.rs.tera");
+        names.sort_unstable();
+        assert_eq!(
+            names,
+            [
+                "_drive.rs.tera",
+                "_failures.rs.tera",
+                "_policy.rs.tera",
+                "_runtime.rs.tera"
+            ]
+        );
+        assert_eq!(with_partials("types.rs.tera").len(), 1);
+        // Every template compiles with only what it includes.
+        for template in TEMPLATES {
+            engine(template.name).unwrap_or_else(|e| panic!("{}: {e}", template.name));
+        }
+        assert!(engine("missing.rs.tera").is_err());
     }
 
     #[test]

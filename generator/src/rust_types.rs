@@ -4,8 +4,9 @@
 //! as Rust itself instead of using kopium's string printer, because every name that comes out
 //! must be decided by [`crate::naming`] (keywords, case collisions, kinds called `Option`,
 //! serde renames as escaped literals) and CRDs that kopium cannot give a root type to (a
-//! schemaless spec, no spec at all) still need one. The result is parsed with syn and laid
-//! out by prettyplease, so output that is not valid Rust fails here, not in a user's build.
+//! schemaless spec, no spec at all) still need one. The result is lexed here, then parsed with
+//! syn and laid out by prettyplease with the rest of `src/types.rs` when it is rendered, so
+//! output that is not valid Rust fails in the generator, not in a user's build.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -24,7 +25,7 @@ use crate::{
 /// Generated types for one CRD version, with the facts the rest of the pipeline needs.
 #[derive(Debug, Clone)]
 pub struct RustTypes {
-    /// Formatted Rust source.
+    /// Rust items, laid out when the file that holds them is formatted.
     pub code: Code,
     /// Name of the root type, the one that implements `kube::Resource`.
     pub root: Ident,
@@ -103,12 +104,12 @@ pub fn generate_version(selected: &SelectedCrd, index: usize) -> Result<RustType
         namespaced: crd.spec.scope == "Namespaced",
     };
     let emitted = emit(&containers, &facts);
-    let file = syn::parse_file(&emitted.code).map_err(|e| Error::InvalidRust {
+    let code = Code::lexed(emitted.code).map_err(|e| Error::InvalidRust {
         file: format!("types for {} {}", selected.name(), version.name),
         reason: e.to_string(),
     })?;
     Ok(RustTypes {
-        code: Code::from_file(&file),
+        code,
         root: naming::type_ident(&emitted.root, &[]),
         status: emitted.status.map(|s| naming::type_ident(&s, &[])),
         uses_chrono: emitted.uses_chrono,
@@ -745,6 +746,11 @@ mod tests {
     use super::*;
     use crate::crd_document::{Selection, parse_all, select};
 
+    /// The types as they read in `src/types.rs`: parsed and laid out by prettyplease.
+    fn formatted(types: &RustTypes) -> String {
+        prettyplease::unparse(&syn::parse_file(types.code.as_str()).unwrap())
+    }
+
     fn types_for(crd: &str) -> Result<RustTypes> {
         let crds = parse_all("t.yaml", crd.as_bytes())?;
         generate(&select("t.yaml", crds, &Selection::default())?)
@@ -789,11 +795,10 @@ spec:
         );
         assert!(types.uses_chrono);
         assert!(
-            types.code.as_str().contains("/// The desired widget."),
+            formatted(&types).contains("/// The desired widget."),
             "docs kept:\n{}",
             types.code
         );
-        syn::parse_file(types.code.as_str()).unwrap();
     }
 
     #[test]
@@ -826,27 +831,18 @@ spec:
         let types = types_for(&schemaless).unwrap();
         assert_eq!(types.root, "Widget");
         assert!(
-            types
-                .code
-                .as_str()
-                .contains("impl kube::Resource for Widget"),
+            formatted(&types).contains("impl kube::Resource for Widget"),
             "{}",
             types.code
         );
         // A schemaless `type: object` is a map of anything; the status stays typed.
         assert!(
-            types
-                .code
-                .as_str()
-                .contains("pub spec: Option<BTreeMap<String, serde_json::Value>>"),
+            formatted(&types).contains("pub spec: Option<BTreeMap<String, serde_json::Value>>"),
             "{}",
             types.code
         );
         assert!(
-            types
-                .code
-                .as_str()
-                .contains("pub status: Option<WidgetStatus>"),
+            formatted(&types).contains("pub status: Option<WidgetStatus>"),
             "{}",
             types.code
         );
@@ -864,12 +860,12 @@ spec:
         );
         let types = types_for(&nested).unwrap();
         assert!(
-            types.code.as_str().contains("pub struct WidgetSpec {"),
+            formatted(&types).contains("pub struct WidgetSpec {"),
             "{}",
             types.code
         );
         assert!(
-            types.code.as_str().contains("pub struct WidgetSpecSpec {"),
+            formatted(&types).contains("pub struct WidgetSpecSpec {"),
             "{}",
             types.code
         );
@@ -883,10 +879,7 @@ spec:
         );
         let types = types_for(&odd).unwrap();
         assert!(
-            types
-                .code
-                .as_str()
-                .contains("pub corner: Option<serde_json::Value>"),
+            formatted(&types).contains("pub corner: Option<serde_json::Value>"),
             "{}",
             types.code
         );
@@ -907,15 +900,12 @@ spec:
         );
         let types = types_for(&odd).unwrap();
         assert!(
-            types.code.as_str().contains("pub enabled: Option<bool>"),
+            formatted(&types).contains("pub enabled: Option<bool>"),
             "{}",
             types.code
         );
         assert!(
-            types
-                .code
-                .as_str()
-                .contains("pub headers: Option<BTreeMap<String, serde_json::Value>>"),
+            formatted(&types).contains("pub headers: Option<BTreeMap<String, serde_json::Value>>"),
             "{}",
             types.code
         );

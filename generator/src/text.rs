@@ -116,16 +116,27 @@ impl RustPath {
 pub struct Constant(pub &'static str);
 printable!(Constant);
 
-/// Rust source the generator assembled and parsed, laid out by prettyplease.
+/// Rust source the generator assembled: items whose every piece of input was placed as an
+/// identifier or an escaped literal, proven to be Rust tokens with balanced delimiters.
+///
+/// Balance is what makes it safe to print inside an item (`pub mod v1 { ... }`): it cannot
+/// close that item early. The file it is printed in is then parsed as a whole and laid out by
+/// prettyplease ([`crate::render`]), which proves it is Rust items; doing that here as well
+/// would parse and format the largest file of a crate twice.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Code(String);
 printable!(Code);
 
 impl Code {
-    /// The source of a parsed file: whatever text went into it, it parsed as Rust, and every
-    /// piece of input in it was placed as an identifier or an escaped literal.
-    pub fn from_file(file: &syn::File) -> Self {
-        Self(prettyplease::unparse(file))
+    /// `source`, once the Rust lexer has read it whole.
+    ///
+    /// # Errors
+    ///
+    /// The lexer's error when `source` is not Rust tokens or a delimiter is left open or
+    /// closed unopened.
+    pub fn lexed(source: String) -> Result<Self, proc_macro2::LexError> {
+        source.parse::<proc_macro2::TokenStream>()?;
+        Ok(Self(source))
     }
 }
 
@@ -410,6 +421,19 @@ impl From<String> for Text {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn code_that_could_close_the_item_it_is_printed_in_is_refused() {
+        let items = "pub struct A;\n/// Docs.\npub enum B { C }\n";
+        assert_eq!(Code::lexed(items.to_owned()).unwrap().as_str(), items);
+        for unbalanced in [
+            "} pub fn escaped() {",
+            "pub struct A { a: u8",
+            "const S: &str = \"open;",
+        ] {
+            assert!(Code::lexed(unbalanced.to_owned()).is_err(), "{unbalanced}");
+        }
+    }
 
     #[test]
     fn hidden_characters_are_escaped_in_yaml_and_read_back_the_same() {

@@ -1,7 +1,7 @@
 //! `cargo xtask bench`: what users feel, measured against a floor in the same run.
 //!
-//! - `gen`: the process `cargo xtask gen` runs (timed without cargo's start-up) against
-//!   `kopium -f` on the same CRD, paired A B A B and reduced to medians.
+//! - `gen`: the release `operator-gen` and `cargo xtask gen`, each writing a new crate and
+//!   checking against a missing one, against `kopium -f` on the same CRD (`bench/generation.rs`).
 //! - `runtime`: example-operator converging N new primaries on the project's own control
 //!   plane against the floor, a client that makes exactly the writes an ideal operator must
 //!   (the finalizer patch and the child's server-side apply) with many requests in flight; the
@@ -45,10 +45,9 @@ use serde_json::json;
 use crate::cluster::{Cluster, OPERATOR_NAMESPACE};
 
 mod conversion;
+mod generation;
 mod webhook;
 
-/// The kopium release the generator is measured against, the one it uses as a library.
-const KOPIUM_VERSION: &str = "0.24.1";
 /// Requests in flight for the floor and for creating primaries.
 const IN_FLIGHT: usize = 64;
 
@@ -78,7 +77,7 @@ pub struct BenchArgs {
 
 #[derive(Subcommand, Clone, Copy, PartialEq, Eq)]
 enum What {
-    /// `cargo xtask gen` against `kopium -f`.
+    /// The release `operator-gen` and `cargo xtask gen` against `kopium -f`.
     Gen,
     /// example-operator against the API server's own floor.
     Runtime,
@@ -105,7 +104,7 @@ pub fn run(args: BenchArgs) -> Result<std::process::ExitCode> {
         .enable_all()
         .build()?;
     if all || args.what == Some(What::Gen) {
-        rows.extend(gen_rows(&workspace, args.runs.max(5))?);
+        rows.extend(generation::rows(&workspace, args.runs.max(5))?);
     }
     if all || args.what == Some(What::Runtime) {
         rows.extend(runtime.block_on(runtime_rows(&workspace, &args))?);
@@ -128,159 +127,9 @@ pub fn run(args: BenchArgs) -> Result<std::process::ExitCode> {
     Ok(std::process::ExitCode::SUCCESS)
 }
 
-/// Wall and CPU time of one finished process.
-#[derive(Clone, Copy)]
-struct Cost {
-    wall: Duration,
-    cpu: Duration,
-}
-
-/// Runs `command` to completion, its output discarded, and returns what it cost.
-fn timed(command: &mut Command, what: &str) -> Result<Cost> {
-    let started = Instant::now();
-    let child = command
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .with_context(|| format!("starting {what}"))?;
-    let pid = i32::try_from(child.id()).context("a process id")?;
-    let mut status = 0;
-    // SAFETY: an all-zero rusage is a valid value to be filled in.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: `pid` is our own child, not yet waited for; the pointers are to live locals.
-    let reaped = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
-    let wall = started.elapsed();
-    if reaped != pid || !libc::WIFEXITED(status) || libc::WEXITSTATUS(status) != 0 {
-        let mut stderr = String::new();
-        if let Some(mut pipe) = child.stderr {
-            let _ = pipe.read_to_string(&mut stderr);
-        }
-        bail!("{what} failed: {stderr}");
-    }
-    let time = |t: libc::timeval| {
-        Duration::from_secs(t.tv_sec.max(0) as u64) + Duration::from_micros(t.tv_usec.max(0) as u64)
-    };
-    Ok(Cost {
-        wall,
-        cpu: time(usage.ru_utime) + time(usage.ru_stime),
-    })
-}
-
 fn median(mut samples: Vec<Duration>) -> Duration {
     samples.sort();
     samples[samples.len() / 2]
-}
-
-/// `kopium`, installed into the cache the first time.
-fn kopium() -> Result<PathBuf> {
-    let cache = std::env::var_os("OPERATOR_GEN_CACHE")
-        .map_or_else(|| PathBuf::from("/var/cache/operator-gen"), PathBuf::from)
-        .join(format!("kopium-{KOPIUM_VERSION}"));
-    let binary = cache.join("bin/kopium");
-    if !binary.exists() {
-        eprintln!(
-            "installing kopium {KOPIUM_VERSION} into {}",
-            cache.display()
-        );
-        let status = Command::new(env!("CARGO"))
-            .args([
-                "install",
-                "kopium",
-                "--locked",
-                "--quiet",
-                "--version",
-                KOPIUM_VERSION,
-            ])
-            .arg("--root")
-            .arg(&cache)
-            .status()?;
-        if !status.success() {
-            bail!("cargo install kopium failed ({status})");
-        }
-    }
-    Ok(binary)
-}
-
-/// The largest CRD file under `dir`, one level of folders deep.
-fn largest_crd(dir: &Path) -> Result<PathBuf> {
-    let mut largest: Option<(u64, PathBuf)> = None;
-    for group in fs::read_dir(dir).with_context(|| format!("reading {}", dir.display()))? {
-        let group = group?.path();
-        if !group.is_dir() {
-            continue;
-        }
-        for file in fs::read_dir(&group)? {
-            let path = file?.path();
-            let size = fs::metadata(&path)?.len();
-            if path.extension().is_some_and(|e| e == "yaml")
-                && largest.as_ref().is_none_or(|(s, _)| size > *s)
-            {
-                largest = Some((size, path));
-            }
-        }
-    }
-    largest.map(|(_, path)| path).context("no CRDs found")
-}
-
-fn gen_rows(workspace: &Path, runs: usize) -> Result<Vec<Row>> {
-    let kopium = kopium()?;
-    let ours = std::env::current_exe()?;
-    let inputs = [
-        workspace.join("crds/monitoring.coreos.com/prometheusrules.yaml"),
-        largest_crd(&workspace.join("../shared/crds"))?,
-    ];
-    let scratch = workspace.join("target/bench/gen");
-    let mut rows = Vec::new();
-    for input in inputs {
-        let (mut ours_costs, mut kopium_costs) = (Vec::new(), Vec::new());
-        for run in 0..runs {
-            let out = scratch.join(format!("run-{run}"));
-            if out.exists() {
-                fs::remove_dir_all(&out)?;
-            }
-            ours_costs.push(timed(
-                Command::new(&ours)
-                    .arg("gen")
-                    .arg("--crd")
-                    .arg(&input)
-                    .arg("--out")
-                    .arg(&out),
-                "cargo xtask gen",
-            )?);
-            kopium_costs.push(timed(
-                Command::new(&kopium).arg("-f").arg(&input),
-                "kopium",
-            )?);
-        }
-        let size = fs::metadata(&input)?.len();
-        let name = input
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        for (label, pick) in [("wall", 0), ("CPU", 1)] {
-            let get = |costs: &[Cost]| {
-                median(
-                    costs
-                        .iter()
-                        .map(|c| if pick == 0 { c.wall } else { c.cpu })
-                        .collect(),
-                )
-            };
-            let (a, b) = (get(&ours_costs), get(&kopium_costs));
-            rows.push(Row {
-                figure: format!("gen {name} ({} KB), {label}, median of {runs}", size / 1024),
-                ours: format!("{:.3} s", a.as_secs_f64()),
-                floor: format!("{:.3} s", b.as_secs_f64()),
-                ratio: format!("{:.2}×", a.as_secs_f64() / b.as_secs_f64()),
-                command: format!(
-                    "`target/debug/xtask gen --crd {0} --out <new folder>` vs `kopium -f {0}`",
-                    input.strip_prefix(workspace).unwrap_or(&input).display()
-                ),
-            });
-        }
-    }
-    Ok(rows)
 }
 
 /// example-operator's build and the clients the runtime bench uses.
@@ -752,21 +601,5 @@ mod tests {
         let ms = |v: &[u64]| v.iter().map(|&m| Duration::from_millis(m)).collect();
         assert_eq!(median(ms(&[30, 10, 20])), Duration::from_millis(20));
         assert_eq!(median(ms(&[5, 1, 4, 2, 3])), Duration::from_millis(3));
-    }
-
-    #[test]
-    fn a_process_costs_at_least_its_own_cpu_time() {
-        let cost = timed(
-            Command::new("sh").args(["-c", "i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done"]),
-            "a loop",
-        )
-        .expect("sh runs");
-        assert!(
-            cost.cpu > Duration::ZERO && cost.wall >= cost.cpu / 2,
-            "{:?} {:?}",
-            cost.wall,
-            cost.cpu
-        );
-        assert!(timed(&mut Command::new("false"), "false").is_err());
     }
 }

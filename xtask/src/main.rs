@@ -12,6 +12,11 @@ mod e2e;
 use clap::{Parser, Subcommand};
 use operator_gen_cli::{Shell, exit_code};
 
+/// The allocator `operator-gen` uses, so that `cargo xtask gen` runs as the installed command
+/// does (see `cli/src/main.rs`).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Parser)]
 #[command(name = "cargo xtask", about = "operator-gen project tasks")]
 struct Cli {

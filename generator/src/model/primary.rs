@@ -1,6 +1,8 @@
 //! The primary resource, the one the operator reconciles, for each archetype: its names,
 //! its types modules, its status and conditions, and the sample the shipped tests create.
 
+use std::collections::BTreeMap;
+
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
     JSONSchemaProps, JSONSchemaPropsOrArray,
 };
@@ -186,7 +188,28 @@ fn imported(
         primary.storage_version = version.storage;
         return Ok(PrimaryFacts::plain(primary, Archetype::Dynamic));
     }
-    let types = rust_types::generate(selected)?;
+    // The selected version first, then every other served one, each on a core of its own.
+    let others = crd
+        .spec
+        .versions
+        .iter()
+        .enumerate()
+        .filter(|&(index, v)| v.served && index != selected.version_index)
+        .map(|(index, _)| index);
+    let indices: Vec<usize> = std::iter::once(selected.version_index)
+        .chain(others)
+        .collect();
+    let mut generated = crate::parallel::map(&indices, |&index| {
+        rust_types::generate_version(selected, index)
+    })
+    .into_iter();
+    let types = generated
+        .next()
+        .unwrap_or_else(|| rust_types::generate(selected))?;
+    let mut by_index = BTreeMap::new();
+    for (&index, other) in indices.iter().skip(1).zip(generated) {
+        by_index.insert(index, other?);
+    }
     let mut versions = Vec::new();
     let mut selected_module = None;
     let mut uses_chrono = types.uses_chrono;
@@ -203,7 +226,9 @@ fn imported(
             selected_module = Some(module.clone());
             types.code.clone()
         } else {
-            let other = rust_types::generate_version(selected, index)?;
+            let Some(other) = by_index.remove(&index) else {
+                continue;
+            };
             uses_chrono |= other.uses_chrono;
             warnings.extend(other.warnings);
             other.code
