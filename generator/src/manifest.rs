@@ -61,6 +61,20 @@ pub struct Manifest {
     /// in the operator's process, hooks in `src/admission.rs`, and their configurations in
     /// `deploy/`.
     pub webhooks: Option<Webhooks>,
+    /// What the operator writes into the primary's status, which for an imported CRD is
+    /// usually another controller's: nothing unless asked.
+    #[serde(default)]
+    pub status: Status,
+}
+
+/// `status:`: what the operator writes into its primary's status.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Status {
+    /// A condition of this type in `status.conditions`, `True` after a reconcile that
+    /// succeeded and `False` after a permanent failure, written as this operator's own entry
+    /// so that the conditions other controllers write are left alone.
+    pub condition: Option<String>,
 }
 
 /// `webhooks:`: which admission webhooks the operator serves for its primary.

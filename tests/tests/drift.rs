@@ -58,25 +58,39 @@ fn the_default_job_is_the_bundled_prometheusrule_crate() {
 }
 
 #[test]
-fn the_bundled_crd_is_the_upstream_file_byte_for_byte() {
+fn every_bundled_crd_is_the_upstream_file_byte_for_byte() {
     use sha2::{Digest, Sha256};
 
     let root = workspace_root();
-    let bundled = "monitoring.coreos.com/prometheusrules.yaml";
-    let bytes = std::fs::read(root.join("crds").join(bundled)).expect("the bundled CRD");
-    let digest: String = Sha256::digest(&bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
     let provenance = std::fs::read_to_string(root.join("../shared/crds/PROVENANCE.tsv"))
         .expect("../shared/crds/PROVENANCE.tsv beside the checkout");
-    let recorded = provenance
-        .lines()
-        .find(|line| line.starts_with(&format!("{bundled}\t")))
-        .and_then(|line| line.split('\t').next_back())
-        .expect("the bundled CRD is listed in PROVENANCE.tsv");
-    assert_eq!(
-        digest, recorded,
-        "crds/{bundled} differs from the recorded upstream file"
+    let mut bundled = Vec::new();
+    for group in std::fs::read_dir(root.join("crds")).expect("crds/") {
+        let group = group.expect("an entry").path();
+        for file in std::fs::read_dir(&group).expect("a group folder") {
+            let file = file.expect("an entry").path();
+            let relative = file.strip_prefix(root.join("crds")).expect("under crds/");
+            bundled.push(relative.to_string_lossy().replace('\\', "/"));
+        }
+    }
+    assert!(
+        bundled.len() >= 2,
+        "crds/ holds the bundled CRDs: {bundled:?}"
     );
+    for bundled in bundled {
+        let bytes = std::fs::read(root.join("crds").join(&bundled)).expect("the bundled CRD");
+        let digest: String = Sha256::digest(&bytes)
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        let recorded = provenance
+            .lines()
+            .find(|line| line.starts_with(&format!("{bundled}\t")))
+            .and_then(|line| line.split('\t').next_back())
+            .unwrap_or_else(|| panic!("crds/{bundled} is not listed in PROVENANCE.tsv"));
+        assert_eq!(
+            digest, recorded,
+            "crds/{bundled} differs from the recorded upstream file"
+        );
+    }
 }

@@ -14,6 +14,7 @@ mod policy;
 mod primary;
 mod rbac;
 mod relations;
+mod status;
 mod webhooks;
 
 use serde::Serialize;
@@ -24,6 +25,7 @@ pub use self::{
     primary::{Conditions, Primary, PrimaryInput},
     rbac::Rule,
     relations::{External, Import, Related, RelatedCrd, Watched},
+    status::OwnCondition,
     webhooks::{
         Conversion, HUB_FIELDS_ANNOTATION, Version, VersionField, Webhook, Webhooks, check_versions,
     },
@@ -99,6 +101,9 @@ pub struct Operator {
     /// Whether `Context::patch_status` is generated: the primary has a typed status behind a
     /// `/status` subresource.
     pub status_helper: bool,
+    /// The condition the operator writes into the primary's `status.conditions`, when the
+    /// manifest asks for one.
+    pub condition: Option<OwnCondition>,
     /// Whether `controller::sample` exists, the object the shipped tests reconcile.
     pub has_sample: bool,
     /// The owned kind the shipped tests apply as a child: the first with a valid empty object.
@@ -284,13 +289,14 @@ pub fn analyze(
         && primary.status_type.is_some()
         && matches!(facts.archetype, Archetype::Imported | Archetype::Derived);
     let finalizer = !relations.external.is_empty();
+    let condition = status::own_condition(&manifest.status, facts.archetype, primary, &bad)?;
     let rbac = rbac::rules(
         facts.archetype,
         primary,
         &facts.generic_kinds,
         &relations,
         finalizer,
-        status_helper,
+        status_helper || condition.is_some(),
     );
     let crd_yaml = match input {
         PrimaryInput::Crd { selected, .. } => Some(YamlDocument::new(&selected.crd).map_err(
@@ -336,10 +342,10 @@ pub fn analyze(
                 .any(|w| w.rule != relations::MapKind::Field || namespaced)
             || (finalizer && namespaced)
             || status_helper,
-        uses_resource: !relations.owns.is_empty() || primary.conditions.is_some(),
+        uses_resource: !relations.owns.is_empty() || condition.is_some(),
         has_sample,
-        mock_tests: has_sample
-            && (finalizer || primary.conditions.is_some() || owned_sample.is_some()),
+        mock_tests: has_sample && (finalizer || condition.is_some() || owned_sample.is_some()),
+        condition,
         owned_sample,
         status_helper,
         cached_kinds: 1 + relations.owns.len(),

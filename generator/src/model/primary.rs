@@ -72,6 +72,16 @@ pub struct Conditions {
     pub message: bool,
     pub last_transition_time: bool,
     pub observed_generation: bool,
+    /// The list is a map keyed by `type` (`x-kubernetes-list-type: map`), so server-side
+    /// apply gives each entry its own owner; otherwise the list is replaced whole.
+    pub list_map: bool,
+    /// The condition types the CRD allows, when its `type` is an enum.
+    #[serde(skip)]
+    pub allowed_types: Option<Vec<String>>,
+    /// Fields a condition item requires that the generated code cannot fill (a
+    /// `lastUpdateTime`, say): a written entry without them would be refused.
+    #[serde(skip)]
+    pub unfillable: Vec<String>,
 }
 
 /// The primary's facts, its types modules and the archetype-specific parts of the model.
@@ -357,12 +367,45 @@ pub(super) fn conditions(schema: &JSONSchemaProps) -> Option<Conditions> {
     let is = |name: &str, type_: &str| {
         property(item, name).is_some_and(|p| p.type_.as_deref() == Some(type_))
     };
-    (list.type_.as_deref() == Some("array") && is("type", "string") && is("status", "string")).then(
-        || Conditions {
-            reason: is("reason", "string"),
-            message: is("message", "string"),
-            last_transition_time: is("lastTransitionTime", "string"),
-            observed_generation: is("observedGeneration", "integer"),
-        },
-    )
+    let list_map = list.x_kubernetes_list_type.as_deref() == Some("map")
+        && list.x_kubernetes_list_map_keys.as_deref() == Some(&["type".to_owned()][..]);
+    let allowed_types = property(item, "type").and_then(|type_| {
+        let values = type_.enum_?;
+        Some(
+            values
+                .into_iter()
+                .filter_map(|v| v.0.as_str().map(str::to_owned))
+                .collect(),
+        )
+    });
+    let fields = Conditions {
+        reason: is("reason", "string"),
+        message: is("message", "string"),
+        last_transition_time: is("lastTransitionTime", "string"),
+        observed_generation: is("observedGeneration", "integer"),
+        list_map,
+        allowed_types,
+        unfillable: Vec::new(),
+    };
+    let fillable = |name: &str| match name {
+        "type" | "status" => true,
+        "reason" => fields.reason,
+        "message" => fields.message,
+        "lastTransitionTime" => fields.last_transition_time,
+        "observedGeneration" => fields.observed_generation,
+        _ => false,
+    };
+    let unfillable = item
+        .required
+        .iter()
+        .flatten()
+        .filter(|name| !fillable(name))
+        .cloned()
+        .collect();
+    let shaped =
+        list.type_.as_deref() == Some("array") && is("type", "string") && is("status", "string");
+    shaped.then_some(Conditions {
+        unfillable,
+        ..fields
+    })
 }

@@ -8,7 +8,14 @@ use crate::crd_document::{Selection, parse_all, select, tests::CRD};
 fn analyze_with(manifest: &str) -> Result<Operator> {
     let with_spec = "schema: { openAPIV3Schema: { type: object, properties: { spec: { type: object, \
                      properties: { size: { type: integer } } } } } }";
-    let crd = CRD.replace("schema: { openAPIV3Schema: { type: object } }", with_spec);
+    analyze_crd(
+        &CRD.replace("schema: { openAPIV3Schema: { type: object } }", with_spec),
+        manifest,
+    )
+}
+
+/// `manifest` with the CRD `crd` as its primary, with generated types.
+fn analyze_crd(crd: &str, manifest: &str) -> Result<Operator> {
     let primary = select(
         "w.yaml",
         parse_all("w.yaml", crd.as_bytes())?,
@@ -149,6 +156,7 @@ fn conditions_are_recorded_only_behind_a_status_subresource() {
             message: false,
             last_transition_time: true,
             observed_generation: true,
+            ..Conditions::default()
         })
     );
     assert_eq!(
@@ -568,4 +576,97 @@ fn an_exempt_namespace_that_would_be_kubernetes_own_or_watched_is_refused() {
     .expect_err("its own namespace is exempt")
     .to_string();
     assert!(error.contains("field `scope`"), "{error}");
+}
+
+/// `manifest` for a CRD whose `status.conditions` is `conditions`, behind a `/status`
+/// subresource.
+fn analyze_with_conditions(conditions: &str, manifest: &str) -> Result<Operator> {
+    let schema = format!(
+        "schema: {{ openAPIV3Schema: {{ type: object, properties: {{ spec: {{ type: object }}, \
+         status: {{ type: object, properties: {{ conditions: {conditions} }} }} }} }} }}\n      \
+         subresources: {{ status: {{}} }}"
+    );
+    analyze_crd(
+        &CRD.replace("schema: { openAPIV3Schema: { type: object } }", &schema),
+        manifest,
+    )
+}
+
+/// Condition items with every field the generated code fills, `required` as given.
+fn condition_items(required: &str, list: &str) -> String {
+    format!(
+        "{{ type: array, {list} items: {{ type: object, required: [{required}], properties: {{ \
+         type: {{ type: string }}, status: {{ type: string }}, reason: {{ type: string }}, \
+         message: {{ type: string }}, lastTransitionTime: {{ type: string, format: date-time }}, \
+         observedGeneration: {{ type: integer }} }} }} }}"
+    )
+}
+
+#[test]
+fn an_imported_crds_status_is_left_alone_unless_a_condition_is_asked_for() {
+    let items = condition_items("type, status", "");
+    let operator = analyze_with_conditions(&items, "").unwrap();
+    assert!(
+        operator.condition.is_none(),
+        "nothing asked, nothing written"
+    );
+
+    let operator = analyze_with_conditions(&items, "status: { condition: Audited }").unwrap();
+    let condition = operator.condition.expect("asked for");
+    assert_eq!(condition.type_name.raw(), "Audited");
+    assert!(!condition.fields.list_map, "a list replaced whole");
+    assert!(
+        operator
+            .rbac
+            .iter()
+            .any(|r| r.resource.raw() == "widgets/status")
+    );
+
+    let map = condition_items(
+        "type, status",
+        "x-kubernetes-list-type: map, x-kubernetes-list-map-keys: [type],",
+    );
+    let operator = analyze_with_conditions(&map, "status: { condition: Audited }").unwrap();
+    assert!(
+        operator.condition.expect("asked for").fields.list_map,
+        "one entry applied"
+    );
+}
+
+#[test]
+fn a_condition_that_cannot_be_written_is_refused_naming_the_field() {
+    let items = condition_items("type, status", "");
+    let refused = |conditions: &str, manifest: &str, expected: &str| {
+        let error = analyze_with_conditions(conditions, manifest)
+            .expect_err("refused")
+            .to_string();
+        assert!(error.contains("field `status.condition`"), "{error}");
+        assert!(error.contains(expected), "{expected}: {error}");
+    };
+    refused(
+        &items,
+        "status: { condition: not a type }",
+        "not a condition type",
+    );
+    let unfillable = condition_items("type, status, lastUpdateTime", "");
+    refused(
+        &unfillable,
+        "status: { condition: Audited }",
+        "lastUpdateTime",
+    );
+    let enumerated = items.replace(
+        "type: { type: string }",
+        "type: { type: string, enum: [Accepted] }",
+    );
+    refused(&enumerated, "status: { condition: Audited }", "Accepted");
+    let untyped = "{ type: array, items: { type: string } }";
+    refused(
+        untyped,
+        "status: { condition: Audited }",
+        "no `status.conditions`",
+    );
+    let error = analyze_builtin("primary: { builtin: Deployment }\nstatus: { condition: Audited }")
+        .expect_err("a built-in kind's status is its controller's")
+        .to_string();
+    assert!(error.contains("field `status.condition`"), "{error}");
 }

@@ -292,17 +292,7 @@ impl Suite {
     /// Creates `objects`, each a primary in the hub's version, many requests at a time:
     /// `kubectl create` would send them one after another.
     fn create_all(&self, objects: Vec<Value>) -> Result<()> {
-        let (group, version) = self.group_and_hub();
-        let plural = self.primary.split('.').next().unwrap_or_default();
-        let gvk = kube::api::GroupVersionKind::gvk(group, version, &self.kind);
-        let resource = kube::api::ApiResource::from_gvk_with_plural(&gvk, plural);
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()?;
-        runtime.block_on(async {
-            let client = crate::bench::client(&self.env.admin).await?;
-            let api: kube::Api<kube::api::DynamicObject> =
-                kube::Api::namespaced_with(client, &self.namespace, &resource);
+        self.with_primaries(async |api| {
             futures::stream::iter(objects)
                 .map(|object| {
                     let api = api.clone();
