@@ -14,9 +14,10 @@
 //! (its manifest, then a first run). [`k8s_catalog`], [`schema_path`] and [`schema_sample`]
 //! answer questions about built-in kinds, field paths and least valid objects for the model,
 //! and [`schema_check`] checks a value (the manifest's `sample:`) against a CRD schema as the
-//! API server would.
+//! API server would, and [`cel`] evaluates the CRD's CEL rules on the sample, which 1.20 cannot.
 //! Every input comes from strangers and is read within the caps in [`limits`].
 
+pub mod cel;
 pub mod crate_dir;
 pub mod crd_document;
 pub mod crd_source;

@@ -133,6 +133,13 @@ fn normalize(mut schema: JSONSchemaProps, warnings: &mut Vec<String>) -> JSONSch
 
 /// Every property `schema` declares, in nested objects, items, map values and alternatives.
 pub(crate) fn count_properties(schema: &JSONSchemaProps) -> usize {
+    schema.properties.as_ref().map_or(0, |p| p.len())
+        + subschemas(schema).map(count_properties).sum::<usize>()
+}
+
+/// The schemas directly below `schema`: its properties, items, map values and `oneOf`,
+/// `anyOf` and `allOf` alternatives (not `not`, which describes what a value must not be).
+pub(crate) fn subschemas(schema: &JSONSchemaProps) -> impl Iterator<Item = &JSONSchemaProps> {
     let properties = schema.properties.iter().flat_map(|p| p.values());
     let items = match &schema.items {
         Some(JSONSchemaPropsOrArray::Schema(item)) => vec![item.as_ref()],
@@ -147,13 +154,7 @@ pub(crate) fn count_properties(schema: &JSONSchemaProps) -> usize {
         .into_iter()
         .flatten()
         .flatten();
-    schema.properties.as_ref().map_or(0, |p| p.len())
-        + properties
-            .chain(items)
-            .chain(values)
-            .chain(alternatives)
-            .map(count_properties)
-            .sum::<usize>()
+    properties.chain(items).chain(values).chain(alternatives)
 }
 
 /// The `type` values of OpenAPI v3 that a structural schema may use, and `date`, which

@@ -10,6 +10,7 @@ use serde::Serialize;
 
 use super::{Archetype, TypesModule, relations::Related};
 use crate::{
+    cel,
     crd_document::SelectedCrd,
     error::{Error, Result},
     k8s_catalog, manifest, naming, rust_types, schema_check, schema_sample,
@@ -119,12 +120,17 @@ struct Names<'a> {
 }
 
 impl Names<'_> {
-    fn primary(&self, rust_type: Ident) -> Primary {
-        let api_version = if self.group.is_empty() {
+    /// `group/version`, or the version alone for the core group.
+    fn api_version(&self) -> String {
+        if self.group.is_empty() {
             self.version.to_owned()
         } else {
             format!("{}/{}", self.group, self.version)
-        };
+        }
+    }
+
+    fn primary(&self, rust_type: Ident) -> Primary {
+        let api_version = self.api_version();
         let crd_name = if self.group.is_empty() {
             self.plural.to_owned()
         } else {
@@ -256,7 +262,15 @@ fn imported(
         if primary.status_subresource && primary.status_type.is_some() {
             primary.conditions = conditions(schema);
         }
-        primary.sample = Some(sample_body(manifest_origin, schema, sample)?);
+        let body = sample_body(manifest_origin, schema, sample)?;
+        warnings.extend(check_sample_rules(
+            manifest_origin,
+            schema,
+            &body,
+            &names,
+            sample.is_some(),
+        )?);
+        primary.sample = Some(Text::new(body.to_string()));
     }
     primary.origin = selected.origin.clone();
     primary.storage_version = version.storage;
@@ -278,7 +292,7 @@ fn sample_body(
     manifest_origin: &str,
     schema: &JSONSchemaProps,
     overlay: Option<&serde_json::Value>,
-) -> Result<Text> {
+) -> Result<serde_json::Value> {
     let body = schema_sample::sample_with(schema, overlay);
     if overlay.is_some()
         && let Err(problems) = schema_check::check(schema, &body)
@@ -292,7 +306,57 @@ fn sample_body(
             ),
         });
     }
-    Ok(Text::new(body.to_string()))
+    Ok(body)
+}
+
+/// The name the shipped tests give the sample, which rules on `metadata` see.
+const SAMPLE_NAME: &str = "sample";
+
+/// Evaluates the CRD's CEL rules on the sample as the shipped tests create it, refusing one
+/// that breaks a rule (the API server would refuse it, but 1.20 cannot say so); returns a
+/// warning for each rule that could not be checked.
+fn check_sample_rules(
+    manifest_origin: &str,
+    schema: &JSONSchemaProps,
+    body: &serde_json::Value,
+    names: &Names,
+    from_manifest: bool,
+) -> Result<Vec<String>> {
+    if !cel::has_rules(schema) {
+        return Ok(Vec::new());
+    }
+    let mut object = body.clone();
+    object["apiVersion"] = serde_json::Value::from(names.api_version());
+    object["kind"] = serde_json::Value::from(names.kind);
+    object["metadata"] = serde_json::json!({"name": SAMPLE_NAME});
+    if names.namespaced {
+        object["metadata"]["namespace"] = serde_json::Value::from("default");
+    }
+    let schema = serde_json::to_value(schema).map_err(|e| Error::Manifest {
+        location: format!("{manifest_origin}: field `sample`"),
+        reason: format!("the CRD's schema could not be read for its CEL rules: {e}"),
+    })?;
+    let checked = cel::check(&schema, &object);
+    if !checked.broken.is_empty() {
+        let listed: Vec<String> = checked.broken.iter().map(ToString::to_string).collect();
+        let whose = if from_manifest {
+            "with `sample:` written over it"
+        } else {
+            "built from the CRD's schema"
+        };
+        return Err(Error::Manifest {
+            location: format!("{manifest_origin}: field `sample`"),
+            reason: format!(
+                "the sample {whose} breaks {}; give `sample:` values that satisfy it",
+                listed.join("; ")
+            ),
+        });
+    }
+    Ok(checked
+        .warnings
+        .into_iter()
+        .map(|warning| format!("{manifest_origin}: field `sample`: {warning}"))
+        .collect())
 }
 
 fn builtin(b: &k8s_catalog::BuiltinKind) -> PrimaryFacts {

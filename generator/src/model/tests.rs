@@ -670,3 +670,49 @@ fn a_condition_that_cannot_be_written_is_refused_naming_the_field() {
         .to_string();
     assert!(error.contains("field `status.condition`"), "{error}");
 }
+
+/// `analyze_with`'s CRD, with CEL rules on its spec: one the least sample breaks, one
+/// kube-cel cannot compile and a transition rule.
+fn analyze_with_rules(manifest: &str) -> Result<Operator> {
+    let with_rules = "schema: { openAPIV3Schema: { type: object, properties: { spec: { type: object, \
+                      x-kubernetes-validations: [{rule: 'self.size > 0', message: 'size must be positive'}, \
+                      {rule: 'self.size >', message: 'unparsable'}, {rule: 'self.size >= oldSelf.size'}], \
+                      required: [size], properties: { size: { type: integer } } } } } }";
+    analyze_crd(
+        &CRD.replace("schema: { openAPIV3Schema: { type: object } }", with_rules),
+        manifest,
+    )
+}
+
+#[test]
+fn a_sample_that_breaks_a_cel_rule_is_refused_naming_the_rule_and_field() {
+    let err = analyze_with_rules("")
+        .expect_err("the least sample has size 0")
+        .to_string();
+    assert!(
+        err.contains("field `sample`")
+            && err.contains("built from the CRD's schema")
+            && err.contains("`self.size > 0`")
+            && err.contains("at `spec`")
+            && err.contains("size must be positive"),
+        "{err}"
+    );
+    let err = analyze_with_rules("sample: {spec: {size: -1}}")
+        .expect_err("the manifest's sample breaks the rule too")
+        .to_string();
+    assert!(err.contains("with `sample:` written over it"), "{err}");
+    // A sample that satisfies it passes; the rule kube-cel cannot compile is a warning, and
+    // the transition rule is skipped, as on a create.
+    let operator = analyze_with_rules("sample: {spec: {size: 2}}").unwrap();
+    let cel: Vec<&String> = operator
+        .warnings
+        .iter()
+        .filter(|w| w.contains("CEL"))
+        .collect();
+    assert_eq!(cel.len(), 1, "{:?}", operator.warnings);
+    assert!(
+        cel[0].contains("`self.size >`") && cel[0].contains("cannot be compiled"),
+        "{}",
+        cel[0]
+    );
+}
