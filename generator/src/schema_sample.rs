@@ -4,8 +4,9 @@
 //! have an object to reconcile without the generator knowing anything about the CRD. It must
 //! deserialize into the generated types (a required field is a non-`Option` Rust field) and,
 //! for the cluster test, pass the API server's validation as far as a schema allows: enums,
-//! lengths, bounds and item counts are honoured. A `pattern` cannot be satisfied in general,
-//! so a required string with one may be rejected; the cluster test then names the field.
+//! lengths, bounds and item counts are honoured. A string with a `pattern` gets an example
+//! read off the pattern where one can be ([`pattern_example`]); where none can, the API
+//! server may reject it, and the cluster test then names the field.
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
     JSONSchemaProps, JSONSchemaPropsOrArray,
@@ -39,6 +40,102 @@ pub fn sample_with(root: &JSONSchemaProps, overlay: Option<&Value>) -> Value {
         merge(&mut body, overlay);
     }
     body
+}
+
+/// Objects one step away from `object` at the field `path` (`spec.rules[0]`, as CEL rules
+/// and the API server name fields; empty for the object itself), for a sample to meet a rule
+/// the least object breaks, such as "exactly one of these fields must be set": each optional
+/// property added at its least value, each empty string or list given a least element, each
+/// enum property given its other values. In the schema's order, so the first that helps is
+/// always the same one.
+///
+/// A string field the rule is about gets `a` for an empty value, or an example of the
+/// regular expression a rule of the form `self.matches('...')` names.
+pub fn variations(root: &JSONSchemaProps, object: &Value, path: &str, rule: &str) -> Vec<Value> {
+    let Some((schema, pointer)) = locate(root, path) else {
+        return Vec::new();
+    };
+    if schema.type_.as_deref() == Some("string") {
+        let current = object.pointer(&pointer).and_then(Value::as_str);
+        let matched = rule
+            .trim()
+            .strip_prefix("self.matches('")
+            .and_then(|rest| rest.strip_suffix("')"))
+            .map(|literal| literal.replace("\\\\", "\\"))
+            .and_then(|pattern| pattern_example(&pattern, 1));
+        // Empty or left out (and so defaulted, often to ""): the least text that is not.
+        let replacement = matched.or_else(|| {
+            current
+                .is_none_or(str::is_empty)
+                .then(|| match string(schema) {
+                    Value::String(text) if !text.is_empty() => text,
+                    _ => "a".to_owned(),
+                })
+        });
+        let (parent, key) = pointer.rsplit_once('/').unwrap_or(("", ""));
+        let mut changed = object.clone();
+        return match (replacement, changed.pointer_mut(parent)) {
+            (Some(replacement), Some(Value::Object(fields))) => {
+                let key = key.replace("~1", "/").replace("~0", "~");
+                fields.insert(key, Value::String(replacement));
+                vec![changed]
+            }
+            _ => Vec::new(),
+        };
+    }
+    let (Some(Value::Object(fields)), Some(properties)) =
+        (object.pointer(&pointer), schema.properties.as_ref())
+    else {
+        return Vec::new();
+    };
+    let mut found = Vec::new();
+    let mut with = |name: &str, value: Value| {
+        let mut changed = object.clone();
+        if let Some(Value::Object(target)) = changed.pointer_mut(&pointer) {
+            target.insert(name.to_owned(), value);
+            found.push(changed);
+        }
+    };
+    for (name, property) in properties {
+        match fields.get(name) {
+            None => with(name, sample(property)),
+            Some(Value::String(text)) if text.is_empty() => with(name, Value::from("a")),
+            Some(Value::Array(items)) if items.is_empty() => {
+                if let Some(JSONSchemaPropsOrArray::Schema(item)) = &property.items {
+                    with(name, Value::Array(vec![sample(item)]));
+                }
+            }
+            Some(current) => {
+                for other in property.enum_.iter().flatten() {
+                    if other.0 != *current && !other.0.is_null() {
+                        with(name, other.0.clone());
+                    }
+                }
+            }
+        }
+    }
+    found
+}
+
+/// The schema of the field `path` and its JSON pointer in the object.
+fn locate<'a>(root: &'a JSONSchemaProps, path: &str) -> Option<(&'a JSONSchemaProps, String)> {
+    let mut schema = root;
+    let mut pointer = String::new();
+    for segment in path.split('.').filter(|s| !s.is_empty()) {
+        let (name, indices) = segment.split_once('[').unwrap_or((segment, ""));
+        schema = schema.properties.as_ref()?.get(name)?;
+        pointer.push('/');
+        pointer.push_str(&name.replace('~', "~0").replace('/', "~1"));
+        for index in indices.split('[').filter(|i| !i.is_empty()) {
+            let index: usize = index.trim_end_matches(']').parse().ok()?;
+            schema = match &schema.items {
+                Some(JSONSchemaPropsOrArray::Schema(item)) => item,
+                _ => return None,
+            };
+            pointer.push_str(&format!("/{index}"));
+        }
+    }
+    Some((schema, pointer))
 }
 
 /// Writes `overlay` over `base`: objects merge key by key, anything else replaces.
@@ -77,12 +174,80 @@ pub fn sample(schema: &JSONSchemaProps) -> Value {
 }
 
 fn string(schema: &JSONSchemaProps) -> Value {
+    let min_length = usize::try_from(schema.min_length.unwrap_or(0)).unwrap_or(0);
     let text = match schema.format.as_deref() {
         Some("date-time") => "1970-01-01T00:00:00Z".to_owned(),
         Some("date") => "1970-01-01".to_owned(),
-        _ => "a".repeat(usize::try_from(schema.min_length.unwrap_or(0)).unwrap_or(0)),
+        _ => schema
+            .pattern
+            .as_deref()
+            .and_then(|pattern| pattern_example(pattern, min_length))
+            .unwrap_or_else(|| "a".repeat(min_length)),
     };
     Value::String(text)
+}
+
+/// The longest pattern an example is looked for; longer ones are left to the API server.
+const MAX_PATTERN: usize = 1024;
+
+/// A short string that `pattern` matches and that is at least `min_length` long, when one
+/// can be read off the pattern: each alternation takes its first branch, each repetition its
+/// least count, each class a letter or digit where it has one. Patterns are Go's RE2 syntax,
+/// which the Rust regex crate shares but for a few escapes; the example is confirmed with the
+/// regex engine, and `None` is the answer whenever anything is in doubt.
+pub fn pattern_example(pattern: &str, min_length: usize) -> Option<String> {
+    use regex_syntax::hir::{Class, HirKind, Look};
+    if pattern.len() > MAX_PATTERN {
+        return None;
+    }
+    let hir = regex_syntax::ParserBuilder::new()
+        .nest_limit(64)
+        .build()
+        .parse(pattern)
+        .ok()?;
+    fn write(hir: &regex_syntax::hir::Hir, out: &mut String, budget: &mut usize) -> Option<()> {
+        *budget = budget.checked_sub(1)?;
+        match hir.kind() {
+            HirKind::Empty | HirKind::Look(Look::Start | Look::End) => {}
+            HirKind::Look(_) => return None,
+            HirKind::Literal(literal) => out.push_str(std::str::from_utf8(&literal.0).ok()?),
+            HirKind::Class(Class::Unicode(class)) => {
+                let ranges = class.ranges();
+                let inside = |c: char| ranges.iter().any(|r| r.start() <= c && c <= r.end());
+                let pick = ['a', 'x', '0', '1', 'A']
+                    .into_iter()
+                    .find(|c| inside(*c))
+                    .or_else(|| (' '..='~').find(|c| inside(*c)))
+                    .or_else(|| ranges.first().map(|r| r.start()))?;
+                out.push(pick);
+            }
+            HirKind::Class(Class::Bytes(_)) => return None,
+            HirKind::Repetition(repetition) => {
+                for _ in 0..repetition.min.min(64) {
+                    write(&repetition.sub, out, budget)?;
+                }
+            }
+            HirKind::Capture(capture) => write(&capture.sub, out, budget)?,
+            HirKind::Concat(parts) => {
+                for part in parts {
+                    write(part, out, budget)?;
+                }
+            }
+            HirKind::Alternation(branches) => write(branches.first()?, out, budget)?,
+        }
+        Some(())
+    }
+    let mut example = String::new();
+    write(&hir, &mut example, &mut 10_000)?;
+    let regex = regex::RegexBuilder::new(pattern)
+        .size_limit(1 << 20)
+        .build()
+        .ok()?;
+    // Too short: a letter more at a time, at the end, for as long as the pattern agrees.
+    while example.chars().count() < min_length && example.len() <= MAX_PATTERN {
+        example.push('a');
+    }
+    (regex.is_match(&example) && example.chars().count() >= min_length).then_some(example)
 }
 
 fn least_number(schema: &JSONSchemaProps) -> f64 {
@@ -216,7 +381,78 @@ mod tests {
         );
         assert_eq!(
             sample_with(&root, None),
-            json!({"spec": {"host": "", "port": 1}})
+            json!({"spec": {"host": "a.example.com", "port": 1}})
+        );
+    }
+
+    #[test]
+    fn a_pattern_gives_an_example_it_matches() {
+        let cases = [
+            // Real patterns from CRDs: a duration, a URL scheme, an image reference.
+            ("^([0-9]+(\\.[0-9]+)?(ms|s|m|h))+$", 0, "0ms"),
+            ("^(http|https|ssh)://.*$", 0, "http://"),
+            (
+                "^[^\\.\\/]+(\\.[^\\.\\/]+)+(\\/[^\\/:@]+)+(:[^:@]+(@sha256.+)?|@sha256.+)$",
+                0,
+                "a.a/a:a",
+            ),
+            ("^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", 3, "aaa"),
+        ];
+        for (pattern, min_length, example) in cases {
+            assert_eq!(
+                pattern_example(pattern, min_length).as_deref(),
+                Some(example),
+                "{pattern}"
+            );
+        }
+        // Look-arounds are not RE2, and a pattern no string of that length matches has none.
+        assert_eq!(pattern_example("^(?!x)a$", 0), None);
+        assert_eq!(pattern_example("^ab$", 3), None);
+        let root = schema(json!({"type": "string", "pattern": "^v[0-9]+$", "minLength": 1}));
+        assert_eq!(sample(&root), json!("v0"));
+    }
+
+    #[test]
+    fn variations_change_one_thing_at_the_named_field() {
+        let root = schema(json!({
+            "type": "object",
+            "properties": {"spec": {"type": "object", "properties": {
+                "source": {"type": "object", "properties": {
+                    "claim": {"type": "string"},
+                    "content": {"type": "string"},
+                    "mode": {"type": "string", "enum": ["A", "B"]}
+                }},
+                "rules": {"type": "array", "items": {"type": "object", "properties": {
+                    "port": {"type": "integer", "minimum": 1}
+                }}}
+            }}}
+        }));
+        let object = json!({"spec": {"source": {"mode": "A", "claim": ""}, "rules": [{}]}});
+        assert_eq!(
+            variations(&root, &object, "spec.source", "has(self.content)"),
+            [
+                json!({"spec": {"source": {"mode": "A", "claim": "a"}, "rules": [{}]}}),
+                json!({"spec": {"source": {"mode": "A", "claim": "", "content": ""}, "rules": [{}]}}),
+                json!({"spec": {"source": {"mode": "B", "claim": ""}, "rules": [{}]}}),
+            ]
+        );
+        assert_eq!(
+            variations(&root, &object, "spec.rules[0]", "has(self.port)"),
+            [json!({"spec": {"source": {"mode": "A", "claim": ""}, "rules": [{"port": 1}]}})]
+        );
+        assert!(variations(&root, &object, "spec.missing", "true").is_empty());
+        assert_eq!(
+            variations(&root, &object, "spec.source.claim", "self.size() > 0"),
+            [json!({"spec": {"source": {"mode": "A", "claim": "a"}, "rules": [{}]}})]
+        );
+        assert_eq!(
+            variations(
+                &root,
+                &object,
+                "spec.source.claim",
+                r"self.matches('^v\\d+$')"
+            ),
+            [json!({"spec": {"source": {"mode": "A", "claim": "v0"}, "rules": [{}]}})]
         );
     }
 

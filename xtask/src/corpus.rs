@@ -1,9 +1,14 @@
 //! `cargo xtask corpus [DIR]`: generate an operator for every CRD in a folder and check that
-//! each compiles, in a few large batches sharing one target directory.
+//! each compiles, in a few large batches sharing one target directory; with `--cluster`, also
+//! that the real API server takes each CRD and its sample and that the answer reads back
+//! through the generated types (`corpus/server.rs`).
 //!
 //! One crate per CRD, grouped into throwaway workspaces of about `--batch-bytes` of generated
 //! source: one workspace for everything needs more memory than a CI machine has, and one
-//! check per CRD would compile the dependencies' metadata over and over.
+//! check per CRD would compile the dependencies' metadata over and over. Every sample's CEL
+//! rules are counted as the generator checked them ([`operator_gen::cel`]).
+
+mod server;
 
 use std::{
     collections::BTreeMap,
@@ -14,7 +19,11 @@ use std::{
 };
 
 use anyhow::{Context as _, bail};
-use operator_gen::{CrdSource, Manifest, Mode, Request, Selection};
+use operator_gen::{
+    CrdSource, Manifest, Mode, Request, Selection,
+    cel::{self, Tally},
+};
+use serde_json::Value;
 use sha2::Digest as _;
 
 #[derive(clap::Args, Debug, Clone)]
@@ -31,10 +40,14 @@ pub struct CorpusArgs {
     /// Only CRDs whose path contains this text.
     #[arg(long)]
     pub filter: Option<String>,
+    /// Also install each CRD on the e2e control plane (started if it is not running), create
+    /// its sample by server-side dry run and read the answer back through its types.
+    #[arg(long)]
+    pub cluster: bool,
 }
 
 /// Files of the corpus the API server itself would refuse, and the refusal each must meet in
-/// operator-gen too. They were merged from per-version files upstream publishes, each of which
+/// operator-gen too. Most were merged from per-version files upstream publishes, each of which
 /// marks its own version as the storage version. A file here passes when it is refused so, and
 /// fails the run when it generates, so the list cannot go stale.
 const REFUSED: &[(&str, &str)] = &[
@@ -44,6 +57,12 @@ const REFUSED: &[(&str, &str)] = &[
         "both have `storage: true`",
     ),
     ("karpenter.sh/nodepools.yaml", "both have `storage: true`"),
+    // A CEL rule on the object's own name: the shipped tests name their sample `sample`, which
+    // the rule refuses, as the API server would.
+    (
+        "csi.ceph.io/drivers.yaml",
+        "breaks CEL rule `self.metadata.name.matches(",
+    ),
 ];
 
 /// One CRD's way through the corpus run.
@@ -51,7 +70,13 @@ struct Entry {
     crd: String,
     crate_name: String,
     generated: Result<operator_gen::Plan, String>,
+    /// The CRD as generated, the sample object, the primary's type and the types of its
+    /// version, for the server phase.
+    subject: Option<(Value, Value, String, String)>,
+    /// The sample's CEL rules, as the generator checked them.
+    cel: Option<Tally>,
     compiled: Option<Result<(), String>>,
+    server: Option<server::Outcome>,
 }
 
 impl Entry {
@@ -97,17 +122,35 @@ pub fn run(args: CorpusArgs) -> anyhow::Result<ExitCode> {
             .display()
             .to_string();
         let crate_name = crate_name_for(&relative);
-        let generated = generate_one(file, &crate_name);
+        let (generated, subject) = match generate_one(file, &crate_name) {
+            Ok(generated) => {
+                let subject = subject_of(&generated);
+                (Ok(generated.plan), subject)
+            }
+            Err(e) => (Err(e), None),
+        };
+        let cel = subject
+            .as_ref()
+            .and_then(|(crd, object, ..)| cel::check_against_crd(crd, object).ok())
+            .map(|checked| checked.tally);
         entries.push(Entry {
             crd: relative,
             crate_name,
             generated,
+            subject,
+            cel,
             compiled: None,
+            server: None,
         });
     }
     let generated_in = started.elapsed();
 
     let workspace_lock = PathBuf::from("Cargo.lock");
+    let server = if args.cluster {
+        Some(server::Server::start(&args.out.join("server"))?)
+    } else {
+        None
+    };
     for (number, batch) in batches(&entries, args.batch_bytes).into_iter().enumerate() {
         let workspace = args.out.join(format!("batch-{number}"));
         for &i in &batch {
@@ -142,50 +185,166 @@ pub fn run(args: CorpusArgs) -> anyhow::Result<ExitCode> {
             entries[i].compiled = Some(result);
         }
     }
+    if let Some(server) = &server {
+        // Every compiled CRD, in groups of about `--batch-bytes` of types: one read-back
+        // program per group.
+        let mut groups: Vec<Vec<server::Subject>> = vec![Vec::new()];
+        let mut size = 0;
+        for entry in &entries {
+            if !matches!(entry.compiled, Some(Ok(()))) {
+                continue;
+            }
+            let Some((crd, object, root_type, types)) = entry.subject.clone() else {
+                continue;
+            };
+            if size + types.len() as u64 > args.batch_bytes && size > 0 {
+                groups.push(Vec::new());
+                size = 0;
+            }
+            size += types.len() as u64;
+            if let Some(group) = groups.last_mut() {
+                group.push(server::Subject {
+                    crate_name: entry.crate_name.clone(),
+                    crd,
+                    object,
+                    types,
+                    root_type,
+                });
+            }
+        }
+        let mut outcomes = BTreeMap::new();
+        for (number, group) in groups.iter().enumerate().filter(|(_, g)| !g.is_empty()) {
+            let server_started = Instant::now();
+            outcomes.extend(server.check_batch(
+                number,
+                group,
+                &args.out.join("target"),
+                &workspace_lock,
+            )?);
+            eprintln!(
+                "server group {number}: {} CRDs installed, samples dry-run and read back in {:.0?}",
+                group.len(),
+                server_started.elapsed()
+            );
+        }
+        for entry in &mut entries {
+            entry.server = outcomes.remove(&entry.crate_name);
+        }
+    }
 
-    let mut passed = 0;
-    println!("| CRD | generate | compile | first error |");
-    println!("| --- | --- | --- | --- |");
+    let (mut passed, mut failed, mut unserved) = (0, 0, 0);
+    let mut rules = Tally::default();
+    if args.cluster {
+        println!(
+            "| CRD | generated | compiled | installed | sample accepted | read back | CEL checked | first error |"
+        );
+        println!("| --- | --- | --- | --- | --- | --- | --- | --- |");
+    } else {
+        println!("| CRD | generated | compiled | CEL checked | first error |");
+        println!("| --- | --- | --- | --- | --- |");
+    }
     for entry in &entries {
         let refusal = REFUSED
             .iter()
             .find(|(crd, _)| *crd == entry.crd)
             .map(|(_, reason)| *reason);
-        let (generate, compile, error) = match (&entry.generated, &entry.compiled) {
-            (Err(e), _) if refusal.is_some_and(|reason| e.contains(reason)) => {
-                passed += 1;
-                ("refused, as the API server would", "-", e.clone())
+        let mut error = String::new();
+        let generated = match (&entry.generated, refusal) {
+            (Err(e), Some(reason)) if e.contains(reason) => {
+                error.clone_from(e);
+                "refused, as the API server would"
             }
-            (Ok(_), _) if refusal.is_some() => (
-                "ok",
-                "-",
-                "generated, but the API server refuses this CRD".to_owned(),
+            (Ok(_), Some(_)) => {
+                error = "generated, but the API server refuses this CRD".to_owned();
+                "failed"
+            }
+            (generated, _) => step(
+                Some(&generated.as_ref().map(drop).map_err(Clone::clone)),
+                &mut error,
             ),
-            (Err(e), _) => ("failed", "-", e.clone()),
-            (Ok(_), Some(Err(e))) => ("ok", "failed", e.clone()),
-            (Ok(_), Some(Ok(()))) => {
-                passed += 1;
-                ("ok", "ok", String::new())
-            }
-            (Ok(_), None) => ("ok", "not run", String::new()),
         };
-        println!(
-            "| {} | {generate} | {compile} | {} |",
-            entry.crd,
-            error.replace('|', "\\|")
-        );
+        let compiled = step(entry.compiled.as_ref(), &mut error);
+        let outcome = entry.server.as_ref();
+        let installed = match outcome.and_then(|o| o.installed.as_ref()) {
+            Some(Err(reason)) => {
+                error = format!("kube-apiserver 1.20 cannot serve it: {reason}");
+                "not on 1.20"
+            }
+            other => step(other, &mut error),
+        };
+        let accepted = step(outcome.and_then(|o| o.accepted.as_ref()), &mut error);
+        let read_back = step(outcome.and_then(|o| o.read_back.as_ref()), &mut error);
+        let cel = match entry.cel {
+            Some(tally) if tally.rules() > 0 => {
+                rules += tally;
+                format!(
+                    "{} of {} evaluated, {} warned, {} skipped",
+                    tally.evaluated,
+                    tally.rules(),
+                    tally.warned,
+                    tally.skipped
+                )
+            }
+            Some(_) => "no rules".to_owned(),
+            None => "-".to_owned(),
+        };
+        let generated_and_compiled = generated == "ok" && compiled == "ok";
+        if generated.starts_with("refused") {
+            passed += 1;
+        } else if installed == "not on 1.20" && generated_and_compiled {
+            unserved += 1;
+        } else if generated_and_compiled
+            && (!args.cluster || outcome.is_some_and(server::Outcome::passed))
+        {
+            passed += 1;
+        } else {
+            failed += 1;
+        }
+        let error = error.replace('|', "\\|");
+        if args.cluster {
+            println!(
+                "| {} | {generated} | {compiled} | {installed} | {accepted} | {read_back} | {cel} | {error} |",
+                entry.crd
+            );
+        } else {
+            println!(
+                "| {} | {generated} | {compiled} | {cel} | {error} |",
+                entry.crd
+            );
+        }
     }
+    println!("CEL rules of the samples: {rules}");
     eprintln!(
         "generated in {:.1?}, generated and checked in {:.1?}",
         generated_in,
         started.elapsed()
     );
-    println!("{passed} passed, {} failed", entries.len() - passed);
-    Ok(if passed == entries.len() {
+    if args.cluster {
+        println!(
+            "{passed} passed, {failed} failed, {unserved} skipped (kube-apiserver 1.20 cannot serve them)"
+        );
+    } else {
+        println!("{passed} passed, {failed} failed");
+    }
+    Ok(if failed == 0 {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE
     })
+}
+
+/// A step's column: `-` when it did not run; the first failure's reason goes to `error`.
+fn step(result: Option<&Result<(), String>>, error: &mut String) -> &'static str {
+    match result {
+        None => "-",
+        Some(Ok(())) => "ok",
+        Some(Err(e)) => {
+            if error.is_empty() {
+                e.clone_into(error);
+            }
+            "failed"
+        }
+    }
 }
 
 fn crd_files(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
@@ -236,8 +395,43 @@ fn crate_name_for(relative: &str) -> String {
     format!("{keep}-{hash}")
 }
 
+/// The CRD as generated, the sample object the shipped tests create (named `sample`, in
+/// `default` when namespaced), the primary's type name and the types of its version.
+fn subject_of(generated: &operator_gen::Generated) -> Option<(Value, Value, String, String)> {
+    let primary = &generated.operator.primary;
+    let crd_yaml = generated
+        .plan
+        .files
+        .iter()
+        .find(|f| f.path == Path::new("deploy/base/crd.yaml"))?;
+    let crd: Value = serde_saphyr::from_str_with_options(
+        &crd_yaml.contents,
+        operator_gen::limits::yaml_options(),
+    )
+    .ok()?;
+    let mut object: Value = serde_json::from_str(primary.sample.as_ref()?.raw()).ok()?;
+    object["apiVersion"] = Value::from(primary.api_version.raw());
+    object["kind"] = Value::from(primary.kind.raw());
+    object["metadata"] = serde_json::json!({"name": "sample"});
+    if primary.namespaced {
+        object["metadata"]["namespace"] = Value::from("default");
+    }
+    let operator = &generated.operator;
+    let selected = operator.selected_module.as_ref()?;
+    let types = operator
+        .versions
+        .iter()
+        .find(|module| module.module == *selected)?;
+    Some((
+        crd,
+        object,
+        primary.rust_type.as_str().to_owned(),
+        types.code.as_str().to_owned(),
+    ))
+}
+
 /// Generates one crate in memory.
-fn generate_one(file: &Path, crate_name: &str) -> Result<operator_gen::Plan, String> {
+fn generate_one(file: &Path, crate_name: &str) -> Result<operator_gen::Generated, String> {
     let request = Request {
         manifest: Manifest {
             name: Some(crate_name.to_owned()),
@@ -252,9 +446,7 @@ fn generate_one(file: &Path, crate_name: &str) -> Result<operator_gen::Plan, Str
         },
         allow_http: false,
     };
-    operator_gen::generate(&request)
-        .map(|generated| generated.plan)
-        .map_err(|e| e.to_string())
+    operator_gen::generate(&request).map_err(|e| e.to_string())
 }
 
 /// Groups generated crates into batches of about `limit` bytes of source, keeping order.

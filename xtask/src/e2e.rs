@@ -26,9 +26,9 @@ use serde_json::{Value, json};
 
 use crate::cluster::{self, Cluster, OperatorCrate};
 
-mod conversion;
+pub(crate) mod conversion;
 mod status;
-mod webhooks;
+pub(crate) mod webhooks;
 
 /// How long a behaviour gets to show. Leader election may need a Lease to expire (15s).
 const PATIENCE: Duration = Duration::from_secs(60);

@@ -263,13 +263,9 @@ fn imported(
             primary.conditions = conditions(schema);
         }
         let body = sample_body(manifest_origin, schema, sample)?;
-        warnings.extend(check_sample_rules(
-            manifest_origin,
-            schema,
-            &body,
-            &names,
-            sample.is_some(),
-        )?);
+        let (body, cel_warnings) =
+            check_sample_rules(manifest_origin, schema, body, &names, sample.is_some())?;
+        warnings.extend(cel_warnings);
         primary.sample = Some(Text::new(body.to_string()));
     }
     primary.origin = selected.origin.clone();
@@ -312,31 +308,65 @@ fn sample_body(
 /// The name the shipped tests give the sample, which rules on `metadata` see.
 const SAMPLE_NAME: &str = "sample";
 
-/// Evaluates the CRD's CEL rules on the sample as the shipped tests create it, refusing one
-/// that breaks a rule (the API server would refuse it, but 1.20 cannot say so); returns a
-/// warning for each rule that could not be checked.
+/// Evaluates the CRD's CEL rules on the sample as the shipped tests create it, and returns
+/// the sample with a warning for each rule that could not be checked.
+///
+/// The least object often breaks a rule that asks for one of several optional fields; the
+/// sample built from the schema then takes, a change at a time, the first of
+/// [`schema_sample::variations`] at the rule's field that mends that rule, breaks no other
+/// and still fits the schema. A sample that still breaks a rule is refused, naming it: the
+/// API server would refuse it, but 1.20 cannot say so. A sample `operator.yaml` gives is
+/// never changed.
 fn check_sample_rules(
     manifest_origin: &str,
     schema: &JSONSchemaProps,
-    body: &serde_json::Value,
+    body: serde_json::Value,
     names: &Names,
     from_manifest: bool,
-) -> Result<Vec<String>> {
+) -> Result<(serde_json::Value, Vec<String>)> {
     if !cel::has_rules(schema) {
-        return Ok(Vec::new());
+        return Ok((body, Vec::new()));
     }
-    let mut object = body.clone();
+    let mut object = body;
     object["apiVersion"] = serde_json::Value::from(names.api_version());
     object["kind"] = serde_json::Value::from(names.kind);
     object["metadata"] = serde_json::json!({"name": SAMPLE_NAME});
     if names.namespaced {
         object["metadata"]["namespace"] = serde_json::Value::from("default");
     }
-    let schema = serde_json::to_value(schema).map_err(|e| Error::Manifest {
+    let schema_json = serde_json::to_value(schema).map_err(|e| Error::Manifest {
         location: format!("{manifest_origin}: field `sample`"),
         reason: format!("the CRD's schema could not be read for its CEL rules: {e}"),
     })?;
-    let checked = cel::check(&schema, &object);
+    let mut checked = cel::check(&schema_json, &object);
+    // A change may not make the sample fit the schema less well than it did.
+    let misfits = |object: &serde_json::Value| {
+        schema_check::check(schema, object)
+            .err()
+            .map_or(0, |p| p.len())
+    };
+    let mut fit = misfits(&object);
+    for _ in 0..MAX_SAMPLE_MENDS {
+        let Some(first) = checked.broken.first().filter(|_| !from_manifest) else {
+            break;
+        };
+        let mended = schema_sample::variations(schema, &object, &first.path, &first.rule)
+            .into_iter()
+            .filter(|candidate| misfits(candidate) <= fit)
+            .map(|candidate| {
+                let again = cel::check(&schema_json, &candidate);
+                (candidate, again)
+            })
+            .find(|(_, again)| {
+                again.broken.len() < checked.broken.len() && !again.broken.contains(first)
+            });
+        let Some((candidate, again)) = mended else {
+            break;
+        };
+        fit = misfits(&candidate);
+        object = candidate;
+        checked = again;
+    }
     if !checked.broken.is_empty() {
         let listed: Vec<String> = checked.broken.iter().map(ToString::to_string).collect();
         let whose = if from_manifest {
@@ -352,12 +382,21 @@ fn check_sample_rules(
             ),
         });
     }
-    Ok(checked
+    if let serde_json::Value::Object(fields) = &mut object {
+        for meta in ["apiVersion", "kind", "metadata"] {
+            fields.remove(meta);
+        }
+    }
+    let warnings = checked
         .warnings
         .into_iter()
         .map(|warning| format!("{manifest_origin}: field `sample`: {warning}"))
-        .collect())
+        .collect();
+    Ok((object, warnings))
 }
+
+/// How many changes a sample built from the schema may take to meet the CEL rules.
+const MAX_SAMPLE_MENDS: usize = 8;
 
 fn builtin(b: &k8s_catalog::BuiltinKind) -> PrimaryFacts {
     let names = Names {

@@ -716,3 +716,20 @@ fn a_sample_that_breaks_a_cel_rule_is_refused_naming_the_rule_and_field() {
         cel[0]
     );
 }
+
+#[test]
+fn a_sample_built_from_the_schema_takes_the_field_a_cel_rule_asks_for() {
+    let one_of = "schema: { openAPIV3Schema: { type: object, properties: { spec: { type: object, \
+                  x-kubernetes-validations: [{rule: 'has(self.chart) != has(self.chartRef)', \
+                  message: 'one of chart and chartRef'}], \
+                  properties: { chart: { type: string, pattern: '^[a-z]+/[a-z]+$' }, chartRef: { type: string } } } } } }";
+    let crd = CRD.replace("schema: { openAPIV3Schema: { type: object } }", one_of);
+    let operator = analyze_crd(&crd, "").unwrap();
+    let sample = operator.primary.sample.map(|s| s.raw().to_owned());
+    assert_eq!(sample.as_deref(), Some(r#"{"spec":{"chart":"a/a"}}"#));
+    // A sample the manifest gives is its author's: it is refused, never mended.
+    let err = analyze_crd(&crd, "sample: {spec: {}}")
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("one of chart and chartRef"), "{err}");
+}

@@ -324,7 +324,7 @@ impl Suite {
 /// Gives every empty string of a derived crate's sample a value. kube-apiserver 1.20 reads an
 /// empty string in a custom resource as null and refuses it for a `type: string` field, and a
 /// derived crate has no `sample:` in its manifest to say better (its schema is its own).
-pub(super) fn fill_empty_strings(value: &mut Value) {
+pub(crate) fn fill_empty_strings(value: &mut Value) {
     match value {
         Value::String(text) if text.is_empty() => *text = "e2e".to_owned(),
         Value::Array(items) => items.iter_mut().for_each(fill_empty_strings),

@@ -337,7 +337,7 @@ impl Suite {
 /// `default: ""` as null and refuses it. Such defaults go; a list-map key that had one is
 /// made required instead, as 1.20 demands a key have one or the other. A dry run of objects
 /// that set their keys validates the same.
-fn for_kube_1_20(schema: &mut Value) {
+pub(crate) fn for_kube_1_20(schema: &mut Value) {
     match schema {
         Value::Object(fields) => {
             if fields.get("default") == Some(&Value::String(String::new())) {
