@@ -178,10 +178,17 @@ fn string(schema: &JSONSchemaProps) -> Value {
     let text = match schema.format.as_deref() {
         Some("date-time") => "1970-01-01T00:00:00Z".to_owned(),
         Some("date") => "1970-01-01".to_owned(),
+        // Base64 of `a`: the empty string is also base64, but kube-apiserver 1.20 reads an
+        // empty string as null.
+        Some("byte") => "YQ==".to_owned(),
+        // Not empty where the pattern allows it, for the same reason.
         _ => schema
             .pattern
             .as_deref()
-            .and_then(|pattern| pattern_example(pattern, min_length))
+            .and_then(|pattern| {
+                pattern_example(pattern, min_length.max(1))
+                    .or_else(|| pattern_example(pattern, min_length))
+            })
             .unwrap_or_else(|| "a".repeat(min_length)),
     };
     Value::String(text)
@@ -205,7 +212,12 @@ pub fn pattern_example(pattern: &str, min_length: usize) -> Option<String> {
         .build()
         .parse(pattern)
         .ok()?;
-    fn write(hir: &regex_syntax::hir::Hir, out: &mut String, budget: &mut usize) -> Option<()> {
+    fn write(
+        hir: &regex_syntax::hir::Hir,
+        out: &mut String,
+        budget: &mut usize,
+        at_least: u32,
+    ) -> Option<()> {
         *budget = budget.checked_sub(1)?;
         match hir.kind() {
             HirKind::Empty | HirKind::Look(Look::Start | Look::End) => {}
@@ -223,31 +235,43 @@ pub fn pattern_example(pattern: &str, min_length: usize) -> Option<String> {
             }
             HirKind::Class(Class::Bytes(_)) => return None,
             HirKind::Repetition(repetition) => {
-                for _ in 0..repetition.min.min(64) {
-                    write(&repetition.sub, out, budget)?;
+                let count = repetition
+                    .min
+                    .max(at_least.min(repetition.max.unwrap_or(1)));
+                for _ in 0..count.min(64) {
+                    write(&repetition.sub, out, budget, at_least)?;
                 }
             }
-            HirKind::Capture(capture) => write(&capture.sub, out, budget)?,
+            HirKind::Capture(capture) => write(&capture.sub, out, budget, at_least)?,
             HirKind::Concat(parts) => {
                 for part in parts {
-                    write(part, out, budget)?;
+                    write(part, out, budget, at_least)?;
                 }
             }
-            HirKind::Alternation(branches) => write(branches.first()?, out, budget)?,
+            HirKind::Alternation(branches) => write(branches.first()?, out, budget, at_least)?,
         }
         Some(())
     }
-    let mut example = String::new();
-    write(&hir, &mut example, &mut 10_000)?;
     let regex = regex::RegexBuilder::new(pattern)
         .size_limit(1 << 20)
         .build()
         .ok()?;
-    // Too short: a letter more at a time, at the end, for as long as the pattern agrees.
-    while example.chars().count() < min_length && example.len() <= MAX_PATTERN {
-        example.push('a');
+    // The least example first; then, for a longer one, every repetition at least once; then
+    // letters added at the end, for as long as the pattern agrees.
+    let mut candidates = Vec::new();
+    for at_least in [0, 1] {
+        let mut example = String::new();
+        write(&hir, &mut example, &mut 10_000, at_least)?;
+        candidates.push(example);
     }
-    (regex.is_match(&example) && example.chars().count() >= min_length).then_some(example)
+    let mut padded = candidates[0].clone();
+    while padded.chars().count() < min_length && padded.len() <= MAX_PATTERN {
+        padded.push('a');
+    }
+    candidates.push(padded);
+    candidates
+        .into_iter()
+        .find(|example| example.chars().count() >= min_length && regex.is_match(example))
 }
 
 fn least_number(schema: &JSONSchemaProps) -> f64 {
@@ -286,6 +310,16 @@ fn object(schema: &JSONSchemaProps) -> Value {
                 .entry(name.clone())
                 .or_insert_with(|| sample(property));
         }
+    }
+    // `minProperties`: the first optional properties, in the schema's order, make up the count.
+    let least = usize::try_from(schema.min_properties.unwrap_or(0)).unwrap_or(0);
+    for (name, property) in properties {
+        if object.len() >= least {
+            break;
+        }
+        object
+            .entry(name.clone())
+            .or_insert_with(|| sample(property));
     }
     Value::Object(object)
 }
@@ -410,6 +444,16 @@ mod tests {
         assert_eq!(pattern_example("^ab$", 3), None);
         let root = schema(json!({"type": "string", "pattern": "^v[0-9]+$", "minLength": 1}));
         assert_eq!(sample(&root), json!("v0"));
+        // Every part optional: not the empty string, which 1.20 reads as null.
+        let duration = schema(json!({"type": "string", "pattern": "^(([0-9]+)h)?(([0-9]+)m)?$"}));
+        assert_eq!(sample(&duration), json!("0h0m"));
+        assert_eq!(
+            sample(&schema(json!({"type": "string", "format": "byte"}))),
+            json!("YQ==")
+        );
+        let at_least = schema(json!({"type": "object", "minProperties": 1,
+            "properties": {"b": {"type": "integer"}, "a": {"type": "string", "pattern": "^x$"}}}));
+        assert_eq!(sample(&at_least), json!({"a": "x"}));
     }
 
     #[test]
