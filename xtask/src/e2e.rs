@@ -145,6 +145,9 @@ struct Suite {
     /// The CRD installed: `deploy/base/crd.yaml`, or what a derived crate's `crdgen` printed;
     /// none for a built-in kind.
     crd_path: Option<PathBuf>,
+    /// That CRD as JSON, whose CEL rules every object the checks create must keep: Kubernetes
+    /// 1.20 does not evaluate them, so they are evaluated here (`operator_gen::cel`).
+    crd_json: Option<Value>,
     /// The CRD `crdgen` printed, which the suite installed and so removes.
     derived_crd: Option<PathBuf>,
     /// The primary's resource name for kubectl (`prometheusrules.monitoring.coreos.com`).
@@ -180,6 +183,8 @@ struct Primary {
     body: Value,
     /// The CRD that defines it, when it is no built-in kind.
     crd: Option<PathBuf>,
+    /// That CRD, as JSON, for its CEL rules.
+    crd_json: Option<Value>,
 }
 
 impl Primary {
@@ -205,6 +210,7 @@ impl Primary {
             kind: spec.names.kind.clone(),
             body,
             crd: Some(crd),
+            crd_json: Some(serde_json::to_value(&selected.crd)?),
         })
     }
 
@@ -231,6 +237,7 @@ impl Primary {
             kind: found.kind.to_owned(),
             body,
             crd: None,
+            crd_json: None,
         })
     }
 }
@@ -313,6 +320,7 @@ impl Suite {
             owned,
             manifest,
             crd_path: primary.crd,
+            crd_json: primary.crd_json,
             derived_crd,
             dir,
             kubeconfig,
@@ -822,8 +830,29 @@ impl Suite {
 
     /// Creates a primary named `name` from the schema's least object; returns its uid.
     fn create_primary(&self, name: &str) -> Result<String> {
-        self.apply_json(&self.primary_object(name))?;
+        let object = self.primary_object(name);
+        self.check_rules(&object)?;
+        self.apply_json(&object)?;
         self.uid(name)
+    }
+
+    /// Fails when `object` breaks a CEL rule of the CRD, which a current API server would
+    /// refuse and 1.20 stores.
+    fn check_rules(&self, object: &Value) -> Result<()> {
+        let Some(crd) = &self.crd_json else {
+            return Ok(());
+        };
+        let checked =
+            operator_gen::cel::check_against_crd(crd, object).map_err(anyhow::Error::msg)?;
+        match checked.broken.first() {
+            None => Ok(()),
+            Some(broken) => bail!(
+                "the object to create breaks CEL rule `{}` at `{}`: {}",
+                broken.rule,
+                broken.path,
+                broken.message
+            ),
+        }
     }
 
     /// The primary `name`, from the sample, as `kubectl apply` takes it.

@@ -102,6 +102,7 @@ impl Suite {
         object["apiVersion"] = json!(format!("{}/{version}", self.group_and_hub().0));
         object["kind"] = json!(self.kind);
         object["metadata"] = json!({"name": name, "namespace": self.namespace});
+        self.check_rules(&object)?;
         Ok(object)
     }
 
