@@ -1,0 +1,28 @@
+//! The runtime under the operators that [operator-gen] generates: what is the same in every
+//! operator, written once as ordinary Rust and tested here, so a generated crate keeps only what
+//! differs (its types, the relations it declares, its entry point and `deploy/`).
+//!
+//! Where things are:
+//! - [`settings`]: the flags every operator takes, as a clap struct a generated `Settings`
+//!   flattens;
+//! - [`logging`]: log lines for people or for log pipelines;
+//! - [`client`]: a Kubernetes client that counts its requests by verb;
+//! - [`metrics`]: reconcile metrics and readiness, in the Prometheus text format;
+//! - [`endpoints`]: `/metrics`, `/healthz` and `/readyz` over HTTP;
+//! - [`leader`]: leader election on a Lease, so that of several replicas one reconciles.
+//!
+//! Arrows run one way: a generated crate depends on this one, and nothing here names anything
+//! a generated crate defines. k8s-openapi's version feature is the binary's choice; this crate
+//! enables none.
+//!
+//! [operator-gen]: https://crates.io/crates/operator-gen
+#![deny(missing_docs)]
+
+pub mod client;
+pub mod endpoints;
+pub mod leader;
+pub mod logging;
+pub mod metrics;
+pub mod settings;
+
+pub use metrics::Retryable;

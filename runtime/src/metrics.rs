@@ -1,0 +1,329 @@
+//! Reconcile metrics and readiness, shared by a controller and its webhooks, in the Prometheus
+//! text format.
+//!
+//! Every counter is in the text from the start, at zero where nothing happened yet: a rate or
+//! an alert over a series that appears only at the first error would see no data until then.
+
+use std::{
+    sync::atomic::{AtomicBool, AtomicUsize, Ordering},
+    time::Instant,
+};
+
+use prometheus_client::{
+    encoding::{EncodeLabelSet, text::encode},
+    metrics::{
+        counter::Counter,
+        family::Family,
+        histogram::{Histogram, exponential_buckets},
+    },
+    registry::Registry,
+};
+
+use crate::client::API_REQUESTS;
+
+/// An error a reconcile can fail with, as the metrics and the backoff see it.
+pub trait Retryable {
+    /// Whether retrying after a delay may succeed: the API server or the network, rather than
+    /// an object that cannot be reconciled as it is.
+    fn is_transient(&self) -> bool;
+}
+
+/// The kinds of error counted, each a series from the start.
+const ERROR_KINDS: [&str; 2] = ["transient", "permanent"];
+
+/// The verbs counted, each a series from the start.
+const VERBS: [&str; 7] = [
+    "get", "list", "watch", "create", "update", "patch", "delete",
+];
+
+/// Labels of the error counter: whether the error is retried.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ErrorLabels {
+    /// `transient` (retried with backoff) or `permanent` (waits for a change).
+    pub kind: String,
+}
+
+/// Labels of the API request counter.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RequestLabels {
+    /// The Kubernetes verb: `get`, `list`, `watch`, `create`, `update`, `patch` or `delete`.
+    pub verb: String,
+}
+
+/// Labels of the webhook request counter.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct WebhookLabels {
+    /// `validate`, `mutate` or `convert`.
+    pub hook: String,
+    /// How the request was answered: `allowed`, `patched`, `denied`, `converted`, `invalid`
+    /// or `failed`.
+    pub outcome: String,
+}
+
+/// When a replica is ready, which is what puts it behind a Service.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReadyWhen {
+    /// When this many watches have each listed everything, so reconciles see the whole
+    /// cluster.
+    WatchesListed(usize),
+    /// When the webhooks serve with a certificate. Every replica serves, leading or not, and a
+    /// leader's watches still listing must not refuse admissions meanwhile.
+    WebhooksServe,
+}
+
+/// Reconcile metrics and readiness, shared through a controller's context.
+pub struct Metrics {
+    registry: Registry,
+    /// Reconciles run, successful or not.
+    pub reconciles: Counter,
+    /// Failed reconciles by kind of error.
+    pub errors: Family<ErrorLabels, Counter>,
+    /// How long reconciles take, in seconds.
+    pub duration: Histogram,
+    /// Webhook requests answered, by hook and outcome; registered only with webhooks, and
+    /// described once [`Metrics::expect_webhook_answers`] names the hooks.
+    webhook_requests: Family<WebhookLabels, Counter>,
+    /// Watches that have not yet listed everything.
+    unsynced: AtomicUsize,
+    /// Whether the webhooks still wait for their certificate.
+    webhooks_pending: AtomicBool,
+    ready_when: ReadyWhen,
+}
+
+impl Metrics {
+    /// Metrics for an operator that is ready `ready_when`.
+    pub fn new(ready_when: ReadyWhen) -> Self {
+        let mut registry = Registry::with_prefix("operator");
+        let reconciles = Counter::default();
+        let errors = Family::<ErrorLabels, Counter>::default();
+        let duration = Histogram::new(exponential_buckets(0.005, 2.0, 14));
+        for kind in ERROR_KINDS {
+            let _ = errors.get_or_create(&ErrorLabels {
+                kind: kind.to_owned(),
+            });
+        }
+        for verb in VERBS {
+            let _ = API_REQUESTS.get_or_create(&RequestLabels {
+                verb: verb.to_owned(),
+            });
+        }
+        registry.register("reconciles", "Reconciles run", reconciles.clone());
+        registry.register(
+            "reconcile_errors",
+            "Failed reconciles by kind",
+            errors.clone(),
+        );
+        registry.register(
+            "reconcile_duration_seconds",
+            "Reconcile duration",
+            duration.clone(),
+        );
+        registry.register(
+            "api_requests",
+            "Requests made to the Kubernetes API server, by verb",
+            API_REQUESTS.clone(),
+        );
+        let webhook_requests = Family::<WebhookLabels, Counter>::default();
+        if ready_when == ReadyWhen::WebhooksServe {
+            registry.register(
+                "webhook_requests",
+                "Webhook requests answered, by hook and outcome",
+                webhook_requests.clone(),
+            );
+        }
+        let watches = match ready_when {
+            ReadyWhen::WatchesListed(watches) => watches,
+            ReadyWhen::WebhooksServe => 0,
+        };
+        Self {
+            registry,
+            reconciles,
+            errors,
+            duration,
+            webhook_requests,
+            unsynced: AtomicUsize::new(watches),
+            webhooks_pending: AtomicBool::new(true),
+            ready_when,
+        }
+    }
+
+    /// Records one reconcile that started at `started` and ended with `error`, if any.
+    pub fn observe<E: Retryable>(&self, started: Instant, error: Option<&E>) {
+        self.reconciles.inc();
+        self.duration.observe(started.elapsed().as_secs_f64());
+        if let Some(error) = error {
+            let kind = if error.is_transient() {
+                "transient"
+            } else {
+                "permanent"
+            };
+            self.errors
+                .get_or_create(&ErrorLabels {
+                    kind: kind.to_owned(),
+                })
+                .inc();
+        }
+    }
+
+    /// Notes that one watch has listed everything.
+    pub fn watch_synced(&self) {
+        let _ = self
+            .unsynced
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1));
+    }
+
+    /// Notes that the webhooks serve with a certificate.
+    pub fn serving(&self) {
+        self.webhooks_pending.store(false, Ordering::SeqCst);
+    }
+
+    /// Makes `hook`'s answers with each of `outcomes` series at zero, so they are in the text
+    /// before the first request.
+    pub fn expect_webhook_answers(&self, hook: &str, outcomes: &[&str]) {
+        for outcome in outcomes {
+            let _ = self.webhook_requests.get_or_create(&WebhookLabels {
+                hook: hook.to_owned(),
+                outcome: (*outcome).to_owned(),
+            });
+        }
+    }
+
+    /// Counts one webhook request answered by `hook` with `outcome`.
+    pub fn webhook_answered(&self, hook: &str, outcome: &str) {
+        let labels = WebhookLabels {
+            hook: hook.to_owned(),
+            outcome: outcome.to_owned(),
+        };
+        self.webhook_requests.get_or_create(&labels).inc();
+    }
+
+    /// Whether this replica is ready, as [`ReadyWhen`] says.
+    pub fn is_ready(&self) -> bool {
+        match self.ready_when {
+            ReadyWhen::WatchesListed(_) => self.unsynced.load(Ordering::SeqCst) == 0,
+            ReadyWhen::WebhooksServe => !self.webhooks_pending.load(Ordering::SeqCst),
+        }
+    }
+
+    /// The metrics in the Prometheus text format.
+    pub fn render(&self) -> String {
+        let mut text = String::new();
+        // Writing into a String cannot fail.
+        let _ = encode(&mut text, &self.registry);
+        text
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug)]
+    struct Failure {
+        transient: bool,
+    }
+
+    impl Retryable for Failure {
+        fn is_transient(&self) -> bool {
+            self.transient
+        }
+    }
+
+    #[test]
+    fn readiness_waits_for_every_watch() {
+        let metrics = Metrics::new(ReadyWhen::WatchesListed(2));
+        assert!(!metrics.is_ready());
+        metrics.watch_synced();
+        assert!(!metrics.is_ready());
+        metrics.watch_synced();
+        assert!(metrics.is_ready());
+        metrics.watch_synced();
+        assert!(
+            metrics.is_ready(),
+            "a relist after the first does not count down past zero"
+        );
+    }
+
+    #[test]
+    fn readiness_with_webhooks_waits_for_the_certificate_not_the_watches() {
+        let metrics = Metrics::new(ReadyWhen::WebhooksServe);
+        metrics.watch_synced();
+        assert!(!metrics.is_ready(), "the webhooks have no certificate yet");
+        metrics.serving();
+        assert!(metrics.is_ready());
+    }
+
+    #[test]
+    fn reconciles_and_errors_are_counted_by_kind() {
+        let metrics = Metrics::new(ReadyWhen::WatchesListed(0));
+        metrics.observe::<Failure>(Instant::now(), None);
+        metrics.observe(Instant::now(), Some(&Failure { transient: false }));
+        metrics.observe(Instant::now(), Some(&Failure { transient: true }));
+        metrics.observe(Instant::now(), Some(&Failure { transient: true }));
+        let text = metrics.render();
+        assert!(text.contains("operator_reconciles_total 4"), "{text}");
+        assert!(
+            text.contains("operator_reconcile_errors_total{kind=\"permanent\"} 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains("operator_reconcile_errors_total{kind=\"transient\"} 2"),
+            "{text}"
+        );
+        assert!(
+            text.contains("operator_reconcile_duration_seconds_count 4"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn every_counter_is_described_before_anything_happens() {
+        let metrics = Metrics::new(ReadyWhen::WebhooksServe);
+        metrics.expect_webhook_answers("validate", &["allowed"]);
+        let text = metrics.render();
+        for name in [
+            "operator_reconciles",
+            "operator_reconcile_errors",
+            "operator_reconcile_duration_seconds",
+            "operator_api_requests",
+            "operator_webhook_requests",
+        ] {
+            assert!(text.contains(&format!("# HELP {name} ")), "{name}: {text}");
+            assert!(text.contains(&format!("# TYPE {name} ")), "{name}: {text}");
+        }
+        assert!(
+            text.contains("operator_reconcile_errors_total{kind=\"transient\"} 0"),
+            "{text}"
+        );
+        assert!(
+            text.contains("operator_api_requests_total{verb=\"patch\"}"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn webhook_answers_are_counted_by_hook_and_outcome() {
+        let metrics = Metrics::new(ReadyWhen::WebhooksServe);
+        metrics.expect_webhook_answers("validate", &["allowed", "denied"]);
+        metrics.webhook_answered("validate", "denied");
+        let text = metrics.render();
+        assert!(
+            text.contains(
+                "operator_webhook_requests_total{hook=\"validate\",outcome=\"denied\"} 1"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "operator_webhook_requests_total{hook=\"validate\",outcome=\"allowed\"} 0"
+            ),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn without_webhooks_no_webhook_counter_is_served() {
+        let text = Metrics::new(ReadyWhen::WatchesListed(1)).render();
+        assert!(!text.contains("webhook"), "{text}");
+    }
+}
