@@ -13,26 +13,50 @@ const FLAT_DEPLOY: &[&str] = &[
     "deploy/crd.yaml",
 ];
 
+/// Generated modules whose code moved into operator-gen-runtime; `lib.rs` no longer declares
+/// them, so they are dead files.
+const MOVED_TO_RUNTIME: &[&str] = &["src/leader.rs", "src/telemetry.rs"];
+
 /// Notes on the crate in `out`: one per layout change it has not taken yet.
 pub fn notes(out: &Path) -> Vec<String> {
-    let flat: Vec<&str> = FLAT_DEPLOY
+    let mut notes = Vec::new();
+    let flat = present(out, FLAT_DEPLOY);
+    if !flat.is_empty() {
+        notes.push(format!(
+            "{} are from before deploy/ became a kustomize overlay of the generated deploy/base/, and \
+             are no longer updated: move your changes to the Deployment into \
+             deploy/deployment-patch.yaml, delete {}, then deploy with `kubectl apply -k deploy/`",
+            flat.join(", "),
+            it_or_them(&flat),
+        ));
+    }
+    let moved = present(out, MOVED_TO_RUNTIME);
+    if !moved.is_empty() {
+        notes.push(format!(
+            "the code of {} moved into the operator-gen-runtime crate, and src/lib.rs no longer \
+             declares {}: delete {}",
+            moved.join(", "),
+            it_or_them(&moved),
+            it_or_them(&moved),
+        ));
+    }
+    notes
+}
+
+/// Which of `files` are regular files in the crate in `out`.
+fn present<'a>(out: &Path, files: &[&'a str]) -> Vec<&'a str> {
+    files
         .iter()
         .copied()
         .filter(|file| {
             let kind = CrateDir::new(out).kind(Path::new(file));
             matches!(kind, Ok(Some(Kind::File)))
         })
-        .collect();
-    if flat.is_empty() {
-        return Vec::new();
-    }
-    vec![format!(
-        "{} are from before deploy/ became a kustomize overlay of the generated deploy/base/, and \
-         are no longer updated: move your changes to the Deployment into \
-         deploy/deployment-patch.yaml, delete {}, then deploy with `kubectl apply -k deploy/`",
-        flat.join(", "),
-        if flat.len() == 1 { "it" } else { "them" },
-    )]
+        .collect()
+}
+
+fn it_or_them(files: &[&str]) -> &'static str {
+    if files.len() == 1 { "it" } else { "them" }
 }
 
 #[cfg(test)]
@@ -53,6 +77,22 @@ mod tests {
         assert!(
             notes[0].starts_with("deploy/deployment.yaml, deploy/rbac.yaml are from before")
                 && notes[0].contains("kubectl apply -k deploy/"),
+            "{notes:?}"
+        );
+    }
+
+    #[test]
+    fn a_crate_from_before_the_runtime_is_told_to_delete_the_moved_modules() {
+        let tmp = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(tmp.path().join("src")).unwrap();
+        std::fs::write(tmp.path().join("src/lib.rs"), "").unwrap();
+        assert!(notes(tmp.path()).is_empty());
+        std::fs::write(tmp.path().join("src/telemetry.rs"), "").unwrap();
+        let notes = notes(tmp.path());
+        assert_eq!(notes.len(), 1);
+        assert!(
+            notes[0].starts_with("the code of src/telemetry.rs moved")
+                && notes[0].ends_with("delete it"),
             "{notes:?}"
         );
     }

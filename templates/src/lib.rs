@@ -85,7 +85,6 @@ pub const FILES: &[(&str, &str)] = &[
         include_str!("../deploy/kustomization.yaml.tera"),
     ),
     ("error.rs.tera", include_str!("../error.rs.tera")),
-    ("leader.rs.tera", include_str!("../leader.rs.tera")),
     ("lib.rs.tera", include_str!("../lib.rs.tera")),
     ("main.rs.tera", include_str!("../main.rs.tera")),
     ("reconcile.rs.tera", include_str!("../reconcile.rs.tera")),
@@ -102,7 +101,6 @@ pub const FILES: &[(&str, &str)] = &[
         include_str!("../reconcile_generic.rs.tera"),
     ),
     ("settings.rs.tera", include_str!("../settings.rs.tera")),
-    ("telemetry.rs.tera", include_str!("../telemetry.rs.tera")),
     (
         "tests/cluster.rs.tera",
         include_str!("../tests/cluster.rs.tera"),

@@ -21,9 +21,13 @@ pub fn workspace_root() -> PathBuf {
 /// and the test binaries stay small. Returns the output when it failed.
 pub fn cargo_test_batch(root: &Path, members: &[String]) -> Result<(), String> {
     let list: Vec<String> = members.iter().map(|m| format!("\"{m}\"")).collect();
+    // Generated crates take operator-gen-runtime from crates.io by version; here, as in this
+    // repository's own workspace, it is the runtime/ folder.
+    let runtime = workspace_root().join("runtime");
     let manifest = format!(
-        "[workspace]\nresolver = \"3\"\nmembers = [{}]\n",
-        list.join(", ")
+        "[workspace]\nresolver = \"3\"\nmembers = [{}]\n\n[patch.crates-io]\noperator-gen-runtime = {{ path = {:?} }}\n",
+        list.join(", "),
+        runtime.display().to_string(),
     );
     std::fs::write(root.join("Cargo.toml"), manifest).expect("writing the batch workspace");
     std::fs::copy(workspace_root().join("Cargo.lock"), root.join("Cargo.lock"))

@@ -475,11 +475,15 @@ fn check_batch(
     lock: &Path,
 ) -> anyhow::Result<BTreeMap<String, Result<(), String>>> {
     let members: Vec<String> = names.iter().map(|n| format!("\"{n}\"")).collect();
+    // Generated crates take operator-gen-runtime from crates.io by version; here, as in this
+    // repository's own workspace, it is the runtime/ folder of this repository.
+    let runtime = Path::new(env!("CARGO_MANIFEST_DIR")).join("../runtime");
     std::fs::write(
         workspace.join("Cargo.toml"),
         format!(
-            "[workspace]\nresolver = \"3\"\nmembers = [{}]\n",
-            members.join(", ")
+            "[workspace]\nresolver = \"3\"\nmembers = [{}]\n\n[patch.crates-io]\noperator-gen-runtime = {{ path = {:?} }}\n",
+            members.join(", "),
+            runtime.display().to_string(),
         ),
     )?;
     if lock.exists() {

@@ -23,21 +23,16 @@ pub struct Dependency {
 
 /// Dependencies of every generated crate. Versions are explicit because the crate must build
 /// on its own outside this workspace. Operators use the newest kube (5) and k8s-openapi
-/// (0.29, `latest`), with which the Lease crate for leader election works; kopium's kube 4 /
-/// k8s-openapi 0.28 stay inside the generator. Each k8s-openapi version gets exactly one
-/// version feature in the workspace.
+/// (0.29, `latest`), the versions operator-gen-runtime pins; kopium's kube 4 / k8s-openapi
+/// 0.28 stay inside the generator. Each k8s-openapi version gets exactly one version feature
+/// in the workspace, and the binary (this crate) is what enables it.
 const BASE: &[(&str, &str)] = &[
-    (
-        "axum",
-        r#"{ version = "0.8.9", default-features = false, features = ["http1", "tokio"] }"#,
-    ),
     (
         "clap",
         r#"{ version = "4.6.7", features = ["derive", "env"] }"#,
     ),
     ("futures", r#""0.3.31""#),
     ("http", r#""1.3.1""#),
-    ("kube-lease-manager", r#""0.13.1""#),
     (
         "k8s-openapi",
         r#"{ version = "0.29.0", features = ["latest"] }"#,
@@ -46,7 +41,12 @@ const BASE: &[(&str, &str)] = &[
         "kube",
         r#"{ version = "5.0.0", default-features = false, features = ["client", "derive", "ring", "runtime", "rustls-tls", "unstable-runtime"] }"#,
     ),
-    ("prometheus-client", r#""0.25.2""#),
+    // The runtime of this generator's own version: a caret requirement, so that
+    // `cargo update` brings its fixes without regenerating.
+    (
+        "operator-gen-runtime",
+        concat!("\"", env!("CARGO_PKG_VERSION"), "\""),
+    ),
     ("serde", r#"{ version = "1.0.228", features = ["derive"] }"#),
     ("serde_json", r#""1.0.145""#),
     ("thiserror", r#""2.0.17""#),
@@ -55,18 +55,21 @@ const BASE: &[(&str, &str)] = &[
         r#"{ version = "1.48.0", features = ["macros", "rt-multi-thread", "signal", "sync", "time"] }"#,
     ),
     ("tracing", r#""0.1.41""#),
+];
+
+/// Dev-dependencies of every generated crate: a mock API server for reconcile tests, tower's
+/// `ServiceExt` to call the webhooks' routes, and the cluster test's log capture.
+const BASE_DEV: &[(&str, &str)] = &[
     (
         "tower",
         r#"{ version = "0.5.2", default-features = false, features = ["util"] }"#,
     ),
+    ("tower-test", r#""0.4.0""#),
     (
         "tracing-subscriber",
-        r#"{ version = "0.3.20", features = ["env-filter", "fmt", "json"] }"#,
+        r#"{ version = "0.3.20", features = ["env-filter", "fmt"] }"#,
     ),
 ];
-
-/// Dev-dependencies of every generated crate: a mock API server for reconcile tests.
-const BASE_DEV: &[(&str, &str)] = &[("tower-test", r#""0.4.0""#)];
 
 /// A derived CRD comes from Rust types: schemars for the schema (with k8s-openapi's schemas
 /// for Condition), serde-saphyr for the crdgen binary that prints it.
@@ -160,6 +163,19 @@ pub(super) fn tables(
             ),
         ));
     }
+    // Likewise the other way: the generated tests are built with the dev-dependency merged in.
+    if let Some(name) = manifest
+        .dependencies
+        .keys()
+        .find(|name| BASE_DEV.iter().any(|(tested, _)| same_crate(tested, name)))
+    {
+        return Err(bad(
+            &format!("dependencies.{name}"),
+            format!(
+                "{name} is a dev-dependency of the generated tests, whose version and features this one would change; remove it here"
+            ),
+        ));
+    }
     let dependencies = table(&base, &manifest.dependencies, "dependencies", bad)?;
     let dev = table(BASE_DEV, &manifest.dev_dependencies, "devDependencies", bad)?;
     Ok((dependencies, dev))
@@ -243,6 +259,15 @@ fn toml_value(spec: &DependencySpec) -> toml::Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn generated_crates_take_the_runtime_of_the_generators_version() {
+        let (name, spec) = BASE
+            .iter()
+            .find(|(name, _)| *name == "operator-gen-runtime")
+            .expect("the runtime is a dependency");
+        assert_eq!(version(spec), env!("CARGO_PKG_VERSION"), "{name}");
+    }
 
     /// The version in a spec: the string itself, or its `version` key.
     fn version(spec: &str) -> String {
