@@ -9,7 +9,9 @@
 //! - [`client`]: a Kubernetes client that counts its requests by verb;
 //! - [`metrics`]: reconcile metrics and readiness, in the Prometheus text format;
 //! - [`endpoints`]: `/metrics`, `/healthz` and `/readyz` over HTTP;
-//! - [`leader`]: leader election on a Lease, so that of several replicas one reconciles.
+//! - [`leader`]: leader election on a Lease, so that of several replicas one reconciles;
+//! - `certificates` (feature `webhooks`): the webhooks' serving certificate, kept in a Secret,
+//!   and its CA published where the API server reads it.
 //!
 //! Arrows run one way: a generated crate depends on this one, and nothing here names anything
 //! a generated crate defines. k8s-openapi's version feature is the binary's choice; this crate
@@ -18,6 +20,8 @@
 //! [operator-gen]: https://crates.io/crates/operator-gen
 #![deny(missing_docs)]
 
+#[cfg(feature = "webhooks")]
+pub mod certificates;
 pub mod client;
 pub mod endpoints;
 pub mod leader;

@@ -84,7 +84,7 @@ const DERIVED: &[(&str, &str)] = &[
 
 /// Webhooks, admission or conversion: kube's AdmissionReview types, an HTTPS server (axum-server on rustls
 /// with ring, the provider kube's client already uses), JSON patches computed from the typed
-/// change, and rcgen for the self-managed certificate.
+/// change, and the runtime's certificates (rcgen for the self-managed one).
 const WEBHOOKS: &[(&str, &str)] = &[
     (
         "axum",
@@ -99,13 +99,14 @@ const WEBHOOKS: &[(&str, &str)] = &[
         "kube",
         r#"{ version = "5.0.0", default-features = false, features = ["admission", "client", "derive", "ring", "runtime", "rustls-tls", "unstable-runtime"] }"#,
     ),
+    // The runtime's certificates: rcgen and rustls come with it.
     (
-        "rcgen",
-        r#"{ version = "0.14.10", default-features = false, features = ["crypto", "pem", "ring"] }"#,
-    ),
-    (
-        "rustls",
-        r#"{ version = "0.23.46", default-features = false, features = ["ring", "std", "tls12"] }"#,
+        "operator-gen-runtime",
+        concat!(
+            "{ version = \"",
+            env!("CARGO_PKG_VERSION"),
+            "\", features = [\"webhooks\"] }"
+        ),
     ),
 ];
 
