@@ -11,7 +11,9 @@
 //! - [`endpoints`]: `/metrics`, `/healthz` and `/readyz` over HTTP;
 //! - [`leader`]: leader election on a Lease, so that of several replicas one reconciles;
 //! - `certificates` (feature `webhooks`): the webhooks' serving certificate, kept in a Secret,
-//!   and its CA published where the API server reads it.
+//!   and its CA published where the API server reads it;
+//! - `webhook_server` (feature `webhooks`): the webhooks' HTTPS server, reloading a renewed
+//!   certificate in place.
 //!
 //! Arrows run one way: a generated crate depends on this one, and nothing here names anything
 //! a generated crate defines. k8s-openapi's version feature is the binary's choice; this crate
@@ -28,5 +30,7 @@ pub mod leader;
 pub mod logging;
 pub mod metrics;
 pub mod settings;
+#[cfg(feature = "webhooks")]
+pub mod webhook_server;
 
 pub use metrics::Retryable;

@@ -82,17 +82,14 @@ const DERIVED: &[(&str, &str)] = &[
     ("serde-saphyr", r#""2.1.1""#),
 ];
 
-/// Webhooks, admission or conversion: kube's AdmissionReview types, an HTTPS server (axum-server on rustls
-/// with ring, the provider kube's client already uses), JSON patches computed from the typed
-/// change, and the runtime's certificates (rcgen for the self-managed one).
+/// Webhooks, admission or conversion: kube's AdmissionReview types, axum's JSON for the
+/// routes, JSON patches computed from the typed change, and the runtime's webhooks feature
+/// (its HTTPS server on rustls with ring, the provider kube's client already uses, and the
+/// certificates, rcgen for the self-managed one).
 const WEBHOOKS: &[(&str, &str)] = &[
     (
         "axum",
         r#"{ version = "0.8.9", default-features = false, features = ["http1", "json", "tokio"] }"#,
-    ),
-    (
-        "axum-server",
-        r#"{ version = "0.9.0", features = ["tls-rustls-no-provider"] }"#,
     ),
     ("json-patch", r#""4.2.0""#),
     (

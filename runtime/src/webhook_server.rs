@@ -1,0 +1,106 @@
+//! The webhooks' HTTPS server: it waits for a certificate, serves with it on every replica,
+//! leader or not (the API server may call any of them through the Service), and reloads a
+//! renewed certificate in place.
+
+use std::{net::SocketAddr, sync::Arc, time::Duration};
+
+use axum::Router;
+use axum_server::tls_rustls::{RustlsAcceptor, RustlsConfig};
+
+use crate::{
+    certificates::{Certificate, Certificates},
+    metrics::Metrics,
+};
+
+/// How long to wait before asking for a certificate again, while there is none.
+const RETRY: Duration = Duration::from_secs(5);
+
+/// How often the certificate is read again: cert-manager renews it in place, and in the
+/// self-managed mode an emptied Secret is filled anew and the CA published again.
+pub const REFRESH: Duration = Duration::from_secs(60);
+
+/// Serves `routes` over HTTPS on `addr` with the certificate `certificates` keeps, until the
+/// process ends. Readiness ([`Metrics::serving`]) waits for the first certificate and the bound
+/// port: until then, no Service endpoint leads here. A port that cannot be bound leaves the
+/// replica unready, and says why.
+pub async fn serve(
+    addr: SocketAddr,
+    certificates: Certificates,
+    routes: Router,
+    metrics: Arc<Metrics>,
+) {
+    let (mut current, tls) = first_certificate(&certificates).await;
+    // TCP_NODELAY: an answer streamed in chunks would otherwise wait on the API server's
+    // delayed acknowledgement of the one before, some 40 ms a review.
+    let acceptor =
+        RustlsAcceptor::new(tls.clone()).acceptor(axum_server::accept::NoDelayAcceptor::new());
+    let server = match std::net::TcpListener::bind(addr)
+        .and_then(axum_server::from_tcp)
+        .map(|server| server.acceptor(acceptor))
+    {
+        Ok(server) => server,
+        Err(error) => {
+            tracing::error!(%error, %addr, "cannot serve the webhooks; this replica stays unready");
+            return;
+        }
+    };
+    certificates.publish_ca(&[&current]).await;
+    metrics.serving();
+    tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(REFRESH).await;
+            current = refresh(&certificates, current, &tls).await;
+        }
+    });
+    tracing::info!(%addr, "serving webhooks");
+    if let Err(error) = server.serve(routes.into_make_service()).await {
+        tracing::error!(%error, "the webhooks are down");
+    }
+}
+
+/// The first usable certificate, asked for every [`RETRY`] until there is one.
+async fn first_certificate(certificates: &Certificates) -> (Certificate, RustlsConfig) {
+    loop {
+        match certificates.current().await {
+            Ok(certificate) => match certificate.server_config() {
+                Ok(config) => return (certificate, RustlsConfig::from_config(config)),
+                Err(error) => tracing::warn!(%error, "the webhook certificate is unusable"),
+            },
+            Err(error) => tracing::warn!(%error, "no webhook certificate yet"),
+        }
+        tokio::time::sleep(RETRY).await;
+    }
+}
+
+/// Reads the certificate again and serves the new one if it changed; returns the one served.
+/// While replicas move to a new certificate, the configurations trust both CAs: the others
+/// still serve the old one until their own refresh, within [`REFRESH`].
+async fn refresh(
+    certificates: &Certificates,
+    served: Certificate,
+    tls: &RustlsConfig,
+) -> Certificate {
+    let fresh = match certificates.current().await {
+        Ok(fresh) if fresh != served => fresh,
+        Ok(_) => {
+            certificates.publish_ca(&[&served]).await;
+            return served;
+        }
+        Err(error) => {
+            tracing::warn!(%error, "could not read the webhook certificate; serving the last one");
+            return served;
+        }
+    };
+    match fresh.server_config() {
+        Ok(config) => {
+            certificates.publish_ca(&[&fresh, &served]).await;
+            tls.reload_from_config(config);
+            tracing::info!("serving a new webhook certificate");
+            fresh
+        }
+        Err(error) => {
+            tracing::warn!(%error, "the new webhook certificate is unusable; serving the last one");
+            served
+        }
+    }
+}
