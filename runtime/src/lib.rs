@@ -9,6 +9,7 @@
 //! - [`client`]: a Kubernetes client that counts its requests by verb;
 //! - [`metrics`]: reconcile metrics and readiness, in the Prometheus text format;
 //! - [`endpoints`]: `/metrics`, `/healthz` and `/readyz` over HTTP;
+//! - [`backoff`]: how a failed watch is retried, capped at a few seconds;
 //! - [`leader`]: leader election on a Lease, so that of several replicas one reconciles;
 //! - `certificates` (feature `webhooks`): the webhooks' serving certificate, kept in a Secret,
 //!   and its CA published where the API server reads it;
@@ -22,6 +23,7 @@
 //! [operator-gen]: https://crates.io/crates/operator-gen
 #![deny(missing_docs)]
 
+pub mod backoff;
 #[cfg(feature = "webhooks")]
 pub mod certificates;
 pub mod client;
