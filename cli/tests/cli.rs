@@ -195,7 +195,8 @@ fn an_edited_manifest_reaches_the_generated_code_on_the_next_run() {
 
 /// Builds a crate made outside the workspace as its user would, with the workspace's
 /// Cargo.lock copied in (so no version is resolved anew) and the target folder the compile
-/// test shares (so kube is not rebuilt from scratch).
+/// test shares (so kube is not rebuilt from scratch). Until operator-gen-runtime is on
+/// crates.io, the user gives cargo the one `--config` flag README names.
 #[test]
 fn a_crate_made_outside_the_workspace_builds_with_the_workspace_lock() {
     let scratch = tempfile::tempdir().expect("a scratch folder");
@@ -203,8 +204,13 @@ fn a_crate_made_outside_the_workspace_builds_with_the_workspace_lock() {
     let crate_dir = scratch.path().join("rules");
     let lock = std::fs::read_to_string(workspace().join("Cargo.lock")).expect("the lock");
     std::fs::write(crate_dir.join("Cargo.lock"), &lock).expect("writable");
+    let runtime = workspace().join("runtime");
+    let patch = format!(
+        "patch.crates-io.operator-gen-runtime.path={:?}",
+        runtime.display().to_string()
+    );
     let build = Command::new(env!("CARGO"))
-        .args(["build", "--quiet"])
+        .args(["build", "--quiet", "--config", &patch])
         .current_dir(&crate_dir)
         .env(
             "CARGO_TARGET_DIR",
