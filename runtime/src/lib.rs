@@ -11,6 +11,7 @@
 //! - [`endpoints`]: `/metrics`, `/healthz` and `/readyz` over HTTP;
 //! - [`backoff`]: how a failed watch is retried, capped at a few seconds;
 //! - [`leader`]: leader election on a Lease, so that of several replicas one reconciles;
+//! - `admission` (feature `webhooks`): the admission review around an operator's own hooks;
 //! - `certificates` (feature `webhooks`): the webhooks' serving certificate, kept in a Secret,
 //!   and its CA published where the API server reads it;
 //! - `webhook_server` (feature `webhooks`): the webhooks' HTTPS server, reloading a renewed
@@ -23,6 +24,8 @@
 //! [operator-gen]: https://crates.io/crates/operator-gen
 #![deny(missing_docs)]
 
+#[cfg(feature = "webhooks")]
+pub mod admission;
 pub mod backoff;
 #[cfg(feature = "webhooks")]
 pub mod certificates;

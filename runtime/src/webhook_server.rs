@@ -104,3 +104,63 @@ async fn refresh(
         }
     }
 }
+
+/// How a webhook request was answered, as counted in `operator_webhook_requests_total`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Admitted unchanged.
+    Allowed,
+    /// Admitted with a patch of what `mutate` changed.
+    Patched,
+    /// Refused by a hook.
+    Denied,
+    /// Every object converted.
+    Converted,
+    /// Refused because the request or its object could not be read.
+    Invalid,
+    /// Refused because a hook failed to answer in time or its change could not be sent, or
+    /// because an object could not be converted.
+    Failed,
+}
+
+impl Outcome {
+    /// The `outcome` label.
+    pub fn name(self) -> &'static str {
+        match self {
+            Outcome::Allowed => "allowed",
+            Outcome::Patched => "patched",
+            Outcome::Denied => "denied",
+            Outcome::Converted => "converted",
+            Outcome::Invalid => "invalid",
+            Outcome::Failed => "failed",
+        }
+    }
+}
+
+/// The uid of whatever request `body` holds, read as loosely as JSON allows: the API server
+/// accepts an answer only for its request's uid, even a refusal of a body it cannot read.
+/// Every other field is skipped, not kept: a body that is no review may still be large.
+pub fn request_uid(body: &[u8]) -> Option<String> {
+    #[derive(serde::Deserialize)]
+    struct Loose {
+        request: Option<LooseRequest>,
+    }
+    #[derive(serde::Deserialize)]
+    struct LooseRequest {
+        uid: Option<String>,
+    }
+    serde_json::from_slice::<Loose>(body).ok()?.request?.uid
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_uid_is_read_from_a_body_that_is_not_a_whole_review() {
+        let body = br#"{"request": {"uid": "u-1", "object": 7}, "kind": 8}"#;
+        assert_eq!(request_uid(body).as_deref(), Some("u-1"));
+        assert_eq!(request_uid(b"{not json"), None);
+        assert_eq!(Outcome::Converted.name(), "converted");
+    }
+}

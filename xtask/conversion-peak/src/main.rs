@@ -84,7 +84,7 @@ fn main() -> Result<(), String> {
     match way.as_str() {
         "streamed" => {
             let outcome = review(&body, &mut std::io::sink()).map_err(|e| e.to_string())?;
-            if outcome != backup_controller::webhook::Outcome::Converted {
+            if outcome != operator_gen_runtime::webhook_server::Outcome::Converted {
                 return Err(format!("the review was answered {outcome:?}"));
             }
         }

@@ -6,11 +6,12 @@
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result};
-use example_operator::webhook::{Hook, review};
+use example_operator::{controller::Primary, webhook::Hooks};
 use kube::core::{
     DynamicObject,
     admission::{AdmissionRequest, AdmissionResponse, AdmissionReview},
 };
+use operator_gen_runtime::admission::{Hook, review};
 use serde_json::json;
 
 use super::Row;
@@ -77,7 +78,7 @@ pub(super) async fn rows(iterations: usize) -> Result<Vec<Row>> {
         for _ in 0..ROUNDS {
             let floor_time = per_request(iterations, || async { floor(&body) }).await?;
             let ours_time = per_request(iterations, || async {
-                let (response, _) = review(hook, &body).await;
+                let (response, _) = review::<Primary, _>(hook, &Hooks, &body).await;
                 Ok(serde_json::to_vec(&response.into_review())?)
             })
             .await?;
