@@ -103,5 +103,8 @@ pub fn run(args: NewArgs, shell: &Shell) -> anyhow::Result<ExitCode> {
         shown(&generated.operator.primary.kind),
         shell.name,
     );
+    for warning in &generated.operator.warnings {
+        eprintln!("warning: {}", shown(warning));
+    }
     Ok(ExitCode::SUCCESS)
 }

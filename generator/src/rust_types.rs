@@ -629,14 +629,59 @@ fn field_code(
 /// Doc comments as `#[doc]` attributes holding escaped literals, one per line. prettyplease
 /// prints them back as `///` lines, so each line is also kept free of anything that would
 /// end or disguise a comment line (a carriage return, a line separator, a bidi override).
+/// A description is prose about the API, so a fenced block in it is marked `text`
+/// ([`prose_fences`]).
 fn docs(text: Option<&str>, indent: &str) -> String {
     let Some(text) = text.filter(|t| !t.trim().is_empty()) else {
         return String::new();
     };
-    text.lines()
+    prose_fences(text)
+        .iter()
         .map(|line| {
             let line = Text::from(line.trim_end()).comment();
             format!("{indent}#[doc = {}]\n", lit(&format!(" {line}")))
+        })
+        .collect()
+}
+
+/// A Markdown code fence: its character, its length and its info string, when `line` is one.
+fn fence(line: &str) -> Option<(char, usize, &str)> {
+    let trimmed = line.trim_start();
+    if line.len() - trimmed.len() > 3 {
+        return None;
+    }
+    let mark = trimmed.chars().next().filter(|c| matches!(c, '`' | '~'))?;
+    let length = trimmed.chars().take_while(|&c| c == mark).count();
+    (length >= 3).then(|| (mark, length, trimmed[length..].trim()))
+}
+
+/// `text`'s lines, with each fenced block that rustdoc would take for Rust (no language, or
+/// `rust`) opened as `text` instead: a CRD's description is not this crate's code, and
+/// clippy lints Rust blocks in docs (rustdoc would also test them).
+fn prose_fences(text: &str) -> Vec<String> {
+    let mut open: Option<(char, usize)> = None;
+    text.lines()
+        .map(|line| {
+            let Some((mark, length, info)) = fence(line) else {
+                return line.to_owned();
+            };
+            match open {
+                None => {
+                    open = Some((mark, length));
+                    let rust = info.is_empty() || info.split(',').any(|word| word.trim() == "rust");
+                    if rust {
+                        let indent = &line[..line.len() - line.trim_start().len()];
+                        return format!("{indent}{}text", mark.to_string().repeat(length));
+                    }
+                }
+                Some((opened, opened_length))
+                    if mark == opened && length >= opened_length && info.is_empty() =>
+                {
+                    open = None;
+                }
+                Some(_) => {}
+            }
+            line.to_owned()
         })
         .collect()
 }
@@ -909,6 +954,30 @@ spec:
             formatted(&types).contains("pub headers: Option<BTreeMap<String, serde_json::Value>>"),
             "{}",
             types.code
+        );
+    }
+
+    #[test]
+    fn fenced_blocks_in_descriptions_are_text_not_rust() {
+        let text = "Example:\n```\nfn main() {}\n```\n~~~yaml\nkey: value\n~~~\n  ```rust,ignore\nx\n  ```";
+        assert_eq!(
+            prose_fences(text),
+            [
+                "Example:",
+                "```text",
+                "fn main() {}",
+                "```",
+                "~~~yaml",
+                "key: value",
+                "~~~",
+                "  ```text",
+                "x",
+                "  ```"
+            ]
+        );
+        assert_eq!(
+            prose_fences("    ```\nindented code"),
+            ["    ```", "indented code"]
         );
     }
 }

@@ -181,15 +181,29 @@ fn string(schema: &JSONSchemaProps) -> Value {
         // Base64 of `a`: the empty string is also base64, but kube-apiserver 1.20 reads an
         // empty string as null.
         Some("byte") => "YQ==".to_owned(),
-        // Not empty where the pattern allows it, for the same reason.
-        _ => schema
-            .pattern
-            .as_deref()
-            .and_then(|pattern| {
-                pattern_example(pattern, min_length.max(1))
-                    .or_else(|| pattern_example(pattern, min_length))
-            })
-            .unwrap_or_else(|| "a".repeat(min_length)),
+        // Formats the API server checks, each with a least value it accepts.
+        Some("email") => "a@example.com".to_owned(),
+        Some("uri") => "https://example.com".to_owned(),
+        Some("ipv4") => "192.0.2.1".to_owned(),
+        Some("ipv6") => "2001:db8::1".to_owned(),
+        Some("cidr") => "192.0.2.0/24".to_owned(),
+        Some("uuid") => "00000000-0000-0000-0000-000000000000".to_owned(),
+        Some("duration") => "1s".to_owned(),
+        // Not empty, for the same reason, unless the schema allows nothing longer.
+        _ => {
+            let least = if schema.max_length == Some(0) {
+                0
+            } else {
+                min_length.max(1)
+            };
+            schema
+                .pattern
+                .as_deref()
+                .and_then(|pattern| {
+                    pattern_example(pattern, least).or_else(|| pattern_example(pattern, min_length))
+                })
+                .unwrap_or_else(|| "a".repeat(least))
+        }
     };
     Value::String(text)
 }
@@ -476,7 +490,7 @@ mod tests {
             variations(&root, &object, "spec.source", "has(self.content)"),
             [
                 json!({"spec": {"source": {"mode": "A", "claim": "a"}, "rules": [{}]}}),
-                json!({"spec": {"source": {"mode": "A", "claim": "", "content": ""}, "rules": [{}]}}),
+                json!({"spec": {"source": {"mode": "A", "claim": "", "content": "a"}, "rules": [{}]}}),
                 json!({"spec": {"source": {"mode": "B", "claim": ""}, "rules": [{}]}}),
             ]
         );
@@ -510,6 +524,25 @@ mod tests {
                 "configMapName": {"type": "string"}
             }
         }));
-        assert_eq!(sample(&spec), json!({"secretName": ""}));
+        assert_eq!(sample(&spec), json!({"secretName": "a"}));
+    }
+
+    #[test]
+    fn no_string_is_empty_where_1_20_would_read_null_unless_the_schema_wants_it() {
+        let text = |extra: Value| {
+            let mut string = json!({"type": "string"});
+            if let (Value::Object(fields), Value::Object(more)) = (&mut string, extra) {
+                fields.extend(more);
+            }
+            sample(&schema(string))
+        };
+        assert_eq!(text(json!({})), json!("a"));
+        assert_eq!(text(json!({"minLength": 3})), json!("aaa"));
+        assert_eq!(text(json!({"maxLength": 0})), json!(""));
+        assert_eq!(text(json!({"format": "email"})), json!("a@example.com"));
+        assert_eq!(text(json!({"format": "ipv4"})), json!("192.0.2.1"));
+        let required = schema(json!({"type": "object", "required": ["secretName"],
+            "properties": {"secretName": {"type": "string"}}}));
+        assert_eq!(sample(&required), json!({"secretName": "a"}));
     }
 }

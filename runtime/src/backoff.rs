@@ -7,14 +7,21 @@
 //! rather than retry in step. What that costs a struggling API server: each watch asks again at
 //! most once every 2.5 s, so an operator with `n` watches sends at most `n / 2.5` requests a
 //! second while the server fails them.
+//!
+//! A watch the API server ends with 410 Gone (its resourceVersion too old, as after a restart)
+//! is listed again at once: the failure is the server's answer, not its trouble, and kube's
+//! own `StreamBackoff` would wait a delay for it. [`RetryExt::retried`] tells the two apart.
 
 use std::{
     collections::hash_map::RandomState,
     hash::{BuildHasher, Hasher},
+    pin::Pin,
+    task::{Context, Poll, ready},
     time::Duration,
 };
 
-use kube::runtime::utils::Backoff;
+use futures::Stream;
+use kube::runtime::{utils::Backoff, watcher};
 
 /// The first delay after a watch fails.
 pub const FIRST: Duration = Duration::from_millis(500);
@@ -74,15 +81,99 @@ impl Backoff for WatchBackoff {
     }
 }
 
-/// The backoff for every watch of an operator: `watcher(...).backoff(backoff::watch())`.
+/// The backoff for a watch of an operator, as [`RetryExt::retried`] uses it.
 pub fn watch() -> WatchBackoff {
     WatchBackoff::default()
+}
+
+/// The backoff for a kube `Controller`'s trigger streams as a whole
+/// (`Controller::trigger_backoff`): none. kube's default waits, client-go style, from 800 ms
+/// up to 30 s after any error of any watch, and pauses every trigger meanwhile; here each
+/// watch has already waited its own delay in [`RetryExt::retried`], so the controller adds
+/// nothing.
+pub fn triggers() -> NoDelay {
+    NoDelay
+}
+
+/// A backoff that never waits: see [`triggers`].
+#[derive(Debug, Default, Clone, Copy)]
+pub struct NoDelay;
+
+impl Iterator for NoDelay {
+    type Item = Duration;
+
+    fn next(&mut self) -> Option<Duration> {
+        Some(Duration::ZERO)
+    }
+}
+
+impl Backoff for NoDelay {
+    fn reset(&mut self) {}
+}
+
+/// Whether a watch failed because its resourceVersion expired (410 Gone): the watcher lists
+/// again on its next poll, which needs no wait.
+pub fn expired(error: &watcher::Error) -> bool {
+    matches!(error, watcher::Error::WatchError(status) if status.code == 410)
+}
+
+/// A watch stream retried with [`WatchBackoff`], and at once after a 410 Gone.
+pub trait RetryExt<T>: Stream<Item = Result<T, watcher::Error>> + Sized {
+    /// `watcher(api, config).retried()`: in place of kube's `.backoff(...)`.
+    fn retried(self) -> Retried<Self> {
+        Retried {
+            inner: Box::pin(self),
+            backoff: watch(),
+            sleep: None,
+            expired_last: false,
+        }
+    }
+}
+
+impl<T, S: Stream<Item = Result<T, watcher::Error>>> RetryExt<T> for S {}
+
+/// The stream [`RetryExt::retried`] returns: the watch's items, each error followed by a delay
+/// before the next poll, except the first 410 Gone in a row.
+pub struct Retried<S> {
+    inner: Pin<Box<S>>,
+    backoff: WatchBackoff,
+    sleep: Option<Pin<Box<tokio::time::Sleep>>>,
+    /// Whether the last item was a 410: a relist that meets another one waits, so that a
+    /// server answering 410 to every list is not asked in a tight loop.
+    expired_last: bool,
+}
+
+impl<T, S: Stream<Item = Result<T, watcher::Error>>> Stream for Retried<S> {
+    type Item = Result<T, watcher::Error>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        if let Some(sleep) = self.sleep.as_mut() {
+            ready!(sleep.as_mut().poll(cx));
+            self.sleep = None;
+        }
+        let item = ready!(self.inner.as_mut().poll_next(cx));
+        match &item {
+            Some(Ok(_)) => {
+                self.backoff.reset();
+                self.expired_last = false;
+            }
+            Some(Err(error)) => {
+                let at_once = expired(error) && !self.expired_last;
+                self.expired_last = expired(error);
+                if !at_once {
+                    let delay = self.backoff.next().unwrap_or(CAP);
+                    self.sleep = Some(Box::pin(tokio::time::sleep(delay)));
+                }
+            }
+            None => {}
+        }
+        Poll::Ready(item)
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use futures::StreamExt;
-    use kube::runtime::WatchStreamExt;
 
     use super::*;
 
@@ -116,18 +207,60 @@ mod tests {
         assert!(delay <= FIRST, "{delay:?}");
     }
 
-    #[tokio::test(start_paused = true)]
-    async fn a_stream_of_failures_is_retried_within_the_cap_and_recovers_at_once() {
-        let failures = (0..6).map(|_| Err::<u32, &str>("the API server is down"));
-        let stream = futures::stream::iter(failures.chain([Ok(1), Err("again"), Ok(2)]));
+    fn gone() -> watcher::Error {
+        let status = kube::core::Status::failure("too old resource version", "Expired");
+        watcher::Error::WatchError(status.with_code(410).boxed())
+    }
+
+    fn refused() -> watcher::Error {
+        watcher::Error::NoResourceVersion
+    }
+
+    /// How long `items`, as a watch stream, takes to read through [`RetryExt::retried`].
+    async fn time_to_read(items: Vec<Result<u32, watcher::Error>>) -> Duration {
         let started = tokio::time::Instant::now();
-        let items: Vec<_> = stream.backoff(watch()).collect().await;
-        let waited = started.elapsed();
-        assert_eq!(items.len(), 9);
-        // Six failures wait at most 0.5 + 1 + 2 + 4 + 5 + 5 s, and the failure after a
-        // success at most the first delay again.
+        let read: Vec<_> = futures::stream::iter(items).retried().collect().await;
+        assert!(!read.is_empty());
+        started.elapsed()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_410_gone_is_relisted_without_a_wait() {
+        assert!(expired(&gone()) && !expired(&refused()));
+        let waited = time_to_read(vec![Ok(1), Err(gone()), Ok(2)]).await;
+        assert_eq!(waited, Duration::ZERO, "no delay after the watch expired");
+        let waited = time_to_read(vec![Ok(1), Err(refused()), Ok(2)]).await;
+        assert!(waited >= FIRST / 2, "any other failure waits: {waited:?}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_410_after_a_410_waits_so_a_server_answering_only_410_is_not_hammered() {
+        let waited = time_to_read(vec![Err(gone()), Err(gone()), Err(gone()), Ok(1)]).await;
+        assert!(
+            waited >= FIRST / 2 && waited <= FIRST + FIRST * 2,
+            "the first 410 is free, the next two wait: {waited:?}"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn retried_failures_wait_within_the_cap_and_reset_after_an_event() {
+        let failures = (0..6).map(|_| Err::<u32, _>(refused()));
+        let items: Vec<_> = failures.chain([Ok(1), Err(refused()), Ok(2)]).collect();
+        let waited = time_to_read(items).await;
         let most = Duration::from_millis(500 + 1000 + 2000 + 4000 + 5000 + 5000 + 500);
-        assert!(waited <= most, "{waited:?}");
-        assert!(waited >= most / 2, "{waited:?}");
+        assert!(waited <= most && waited >= most / 2, "{waited:?}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_controller_adds_no_wait_of_its_own_to_retried_watches() {
+        use kube::runtime::WatchStreamExt;
+        let started = tokio::time::Instant::now();
+        let items: Vec<_> = futures::stream::iter(vec![Ok(1), Err(gone()), Ok(2)])
+            .retried()
+            .backoff(triggers())
+            .collect()
+            .await;
+        assert_eq!(items.len(), 3);
+        assert_eq!(started.elapsed(), Duration::ZERO, "neither layer waited");
     }
 }

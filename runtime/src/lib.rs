@@ -8,8 +8,10 @@
 //! - [`logging`]: log lines for people or for log pipelines;
 //! - [`client`]: a Kubernetes client that counts its requests by verb;
 //! - [`metrics`]: reconcile metrics and readiness, in the Prometheus text format;
+//! - [`process`]: the process's CPU, memory and file descriptors, read from `/proc` per scrape;
 //! - [`endpoints`]: `/metrics`, `/healthz` and `/readyz` over HTTP;
-//! - [`backoff`]: how a failed watch is retried, capped at a few seconds;
+//! - [`backoff`]: how a failed watch is retried, capped at a few seconds, and at once after a
+//!   410 Gone;
 //! - [`leader`]: leader election on a Lease, so that of several replicas one reconciles;
 //! - `admission` (feature `webhooks`): the admission review around an operator's own hooks;
 //! - `certificates` (feature `webhooks`): the webhooks' serving certificate, kept in a Secret,
@@ -34,6 +36,7 @@ pub mod endpoints;
 pub mod leader;
 pub mod logging;
 pub mod metrics;
+pub mod process;
 pub mod settings;
 #[cfg(feature = "webhooks")]
 pub mod webhook_server;

@@ -3,6 +3,8 @@
 //!
 //! Every counter is in the text from the start, at zero where nothing happened yet: a rate or
 //! an alert over a series that appears only at the first error would see no data until then.
+//! Beside the operator's own (`operator_*`), the text holds whether this replica leads, how
+//! many watches are still listing, and the process's CPU and memory ([`crate::process`]).
 
 use std::{
     sync::atomic::{AtomicBool, AtomicUsize, Ordering},
@@ -10,16 +12,20 @@ use std::{
 };
 
 use prometheus_client::{
-    encoding::{EncodeLabelSet, text::encode},
+    encoding::{
+        EncodeLabelSet,
+        text::{encode_eof, encode_registry},
+    },
     metrics::{
         counter::Counter,
         family::Family,
+        gauge::Gauge,
         histogram::{Histogram, exponential_buckets},
     },
     registry::Registry,
 };
 
-use crate::client::API_REQUESTS;
+use crate::{client::API_REQUESTS, process::ProcessCollector};
 
 /// An error a reconcile can fail with, as the metrics and the backoff see it.
 pub trait Retryable {
@@ -74,6 +80,8 @@ pub enum ReadyWhen {
 /// Reconcile metrics and readiness, shared through a controller's context.
 pub struct Metrics {
     registry: Registry,
+    /// The process's own metrics, under their conventional names (no `operator_` prefix).
+    process: Registry,
     /// Reconciles run, successful or not.
     pub reconciles: Counter,
     /// Failed reconciles by kind of error.
@@ -85,6 +93,10 @@ pub struct Metrics {
     webhook_requests: Family<WebhookLabels, Counter>,
     /// Watches that have not yet listed everything.
     unsynced: AtomicUsize,
+    /// [`Metrics::unsynced`], as served.
+    watches_pending: Gauge,
+    /// 1 while this replica leads (or runs without leader election), 0 before.
+    leader: Gauge,
     /// Whether the webhooks still wait for their certificate.
     webhooks_pending: AtomicBool,
     ready_when: ReadyWhen,
@@ -123,6 +135,20 @@ impl Metrics {
             "Requests made to the Kubernetes API server, by verb",
             API_REQUESTS.clone(),
         );
+        let leader = Gauge::default();
+        registry.register(
+            "leader",
+            "Whether this replica leads and reconciles (1) or waits for the Lease (0)",
+            leader.clone(),
+        );
+        let watches_pending = Gauge::default();
+        registry.register(
+            "watches_pending",
+            "Watches that have not yet listed everything since start-up",
+            watches_pending.clone(),
+        );
+        let mut process = Registry::default();
+        process.register_collector(Box::new(ProcessCollector));
         let webhook_requests = Family::<WebhookLabels, Counter>::default();
         if ready_when == ReadyWhen::WebhooksServe {
             registry.register(
@@ -135,13 +161,17 @@ impl Metrics {
             ReadyWhen::WatchesListed(watches) => watches,
             ReadyWhen::WebhooksServe => 0,
         };
+        watches_pending.set(i64::try_from(watches).unwrap_or(i64::MAX));
         Self {
             registry,
+            process,
             reconciles,
             errors,
             duration,
             webhook_requests,
             unsynced: AtomicUsize::new(watches),
+            watches_pending,
+            leader,
             webhooks_pending: AtomicBool::new(true),
             ready_when,
         }
@@ -167,9 +197,18 @@ impl Metrics {
 
     /// Notes that one watch has listed everything.
     pub fn watch_synced(&self) {
-        let _ = self
+        if let Ok(was) = self
             .unsynced
-            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1));
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+        {
+            self.watches_pending
+                .set(i64::try_from(was - 1).unwrap_or(i64::MAX));
+        }
+    }
+
+    /// Notes that this replica leads from now on: it took the Lease, or runs without one.
+    pub fn leading(&self) {
+        self.leader.set(1);
     }
 
     /// Notes that the webhooks serve with a certificate.
@@ -209,7 +248,9 @@ impl Metrics {
     pub fn render(&self) -> String {
         let mut text = String::new();
         // Writing into a String cannot fail.
-        let _ = encode(&mut text, &self.registry);
+        let _ = encode_registry(&mut text, &self.registry);
+        let _ = encode_registry(&mut text, &self.process);
+        let _ = encode_eof(&mut text);
         text
     }
 }
@@ -242,6 +283,42 @@ mod tests {
             metrics.is_ready(),
             "a relist after the first does not count down past zero"
         );
+    }
+
+    #[test]
+    fn pending_watches_and_leadership_are_served_as_they_change() {
+        let metrics = Metrics::new(ReadyWhen::WatchesListed(2));
+        let text = metrics.render();
+        assert!(text.contains("operator_watches_pending 2\n"), "{text}");
+        assert!(text.contains("operator_leader 0\n"), "{text}");
+        metrics.watch_synced();
+        metrics.leading();
+        let text = metrics.render();
+        assert!(text.contains("operator_watches_pending 1\n"), "{text}");
+        assert!(text.contains("operator_leader 1\n"), "{text}");
+        metrics.watch_synced();
+        metrics.watch_synced();
+        assert!(metrics.render().contains("operator_watches_pending 0\n"));
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn the_process_is_served_under_its_conventional_names_before_the_end_marker() {
+        let text = Metrics::new(ReadyWhen::WatchesListed(0)).render();
+        for name in [
+            "process_cpu_seconds_total",
+            "process_resident_memory_bytes",
+            "process_start_time_seconds",
+            "process_open_fds",
+        ] {
+            assert!(
+                text.lines()
+                    .any(|line| line.starts_with(&format!("{name} "))),
+                "{name}: {text}"
+            );
+        }
+        assert!(text.ends_with("# EOF\n"), "one end marker, last: {text}");
+        assert_eq!(text.matches("# EOF").count(), 1, "{text}");
     }
 
     #[test]
@@ -287,6 +364,8 @@ mod tests {
             "operator_reconcile_duration_seconds",
             "operator_api_requests",
             "operator_webhook_requests",
+            "operator_leader",
+            "operator_watches_pending",
         ] {
             assert!(text.contains(&format!("# HELP {name} ")), "{name}: {text}");
             assert!(text.contains(&format!("# TYPE {name} ")), "{name}: {text}");

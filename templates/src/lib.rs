@@ -32,8 +32,25 @@ pub const FILES: &[(&str, &str)] = &[
         "deploy/cert-manager/cert-manager-patch.yaml.tera",
         include_str!("../deploy/cert-manager/cert-manager-patch.yaml.tera"),
     ),
+    (
+        "deploy/monitoring/kustomization.yaml.tera",
+        include_str!("../deploy/monitoring/kustomization.yaml.tera"),
+    ),
+    (
+        "deploy/monitoring/service-monitor.yaml.tera",
+        include_str!("../deploy/monitoring/service-monitor.yaml.tera"),
+    ),
+    (
+        "deploy/monitoring/prometheus-rule.yaml.tera",
+        include_str!("../deploy/monitoring/prometheus-rule.yaml.tera"),
+    ),
+    (
+        "deploy/monitoring/dashboard.yaml.tera",
+        include_str!("../deploy/monitoring/dashboard.yaml.tera"),
+    ),
     ("Dockerfile.tera", include_str!("../Dockerfile.tera")),
     ("README.md.tera", include_str!("../README.md.tera")),
+    ("RELATIONS.md.tera", include_str!("../RELATIONS.md.tera")),
     ("_drive.rs.tera", include_str!("../_drive.rs.tera")),
     ("_failures.rs.tera", include_str!("../_failures.rs.tera")),
     ("_policy.rs.tera", include_str!("../_policy.rs.tera")),

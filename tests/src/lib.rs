@@ -18,7 +18,8 @@ pub fn workspace_root() -> PathBuf {
 /// `members` (paths relative to `root`), with this workspace's Cargo.lock so dependencies
 /// resolve to the versions CI already uses, and `-D warnings`. Every batch shares one target
 /// directory and builds without debug info, so the operators' dependencies are compiled once
-/// and the test binaries stay small. Returns the output when it failed.
+/// and the test binaries stay small; then `cargo clippy -D warnings` on all targets. Returns
+/// the output when either failed.
 pub fn cargo_test_batch(root: &Path, members: &[String]) -> Result<(), String> {
     let list: Vec<String> = members.iter().map(|m| format!("\"{m}\"")).collect();
     // Generated crates take operator-gen-runtime from crates.io by version; here, as in this
@@ -32,8 +33,29 @@ pub fn cargo_test_batch(root: &Path, members: &[String]) -> Result<(), String> {
     std::fs::write(root.join("Cargo.toml"), manifest).expect("writing the batch workspace");
     std::fs::copy(workspace_root().join("Cargo.lock"), root.join("Cargo.lock"))
         .expect("copying Cargo.lock");
+    batch_cargo(root, &["test", "--workspace", "--quiet"])?;
+    // Generated code is held to what the generator's own workspace is: clippy, all targets,
+    // every warning an error. The dependencies are checked once more, in check mode.
+    batch_cargo(
+        root,
+        &[
+            "clippy",
+            "--workspace",
+            "--all-targets",
+            "--keep-going",
+            "--quiet",
+            "--",
+            "-D",
+            "warnings",
+        ],
+    )
+}
+
+/// Runs cargo with `args` on the batch workspace in `root`, in the batches' shared target
+/// directory, without debug info and with warnings denied; the output when it failed.
+fn batch_cargo(root: &Path, args: &[&str]) -> Result<(), String> {
     let output = std::process::Command::new(env!("CARGO"))
-        .args(["test", "--workspace", "--quiet"])
+        .args(args)
         .current_dir(root)
         .env(
             "CARGO_TARGET_DIR",
@@ -42,12 +64,13 @@ pub fn cargo_test_batch(root: &Path, members: &[String]) -> Result<(), String> {
         .env("CARGO_PROFILE_DEV_DEBUG", "false")
         .env("RUSTFLAGS", "-D warnings")
         .output()
-        .expect("running cargo test");
+        .unwrap_or_else(|e| panic!("running cargo {}: {e}", args.join(" ")));
     if output.status.success() {
         return Ok(());
     }
     Err(format!(
-        "{}\n{}",
+        "cargo {}:\n{}\n{}",
+        args.join(" "),
         String::from_utf8_lossy(&output.stdout),
         String::from_utf8_lossy(&output.stderr)
     ))

@@ -1,5 +1,6 @@
 //! Every fixture's crate, and every hostile input that must give code, compiles warning-free
-//! and passes the tests it ships with, in one batched `cargo test`. The shipped tests
+//! and passes the tests it ships with, in one batched `cargo test`, then passes
+//! `cargo clippy --all-targets -D warnings`. The shipped tests
 //! reconcile a sample built from the CRD's schema, so a hostile schema whose sample does not
 //! fit its generated types fails here.
 //!
@@ -15,7 +16,7 @@ use operator_gen_tests::{
 };
 
 #[test]
-fn every_fixture_crate_compiles_without_warnings_and_passes_its_own_tests() {
+fn every_fixture_crate_compiles_without_warnings_passes_clippy_and_its_own_tests() {
     let scratch = Path::new(env!("CARGO_TARGET_TMPDIR")).join("compile-fixtures");
     let members = scratch.join("crates");
     if members.exists() {

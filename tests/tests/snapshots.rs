@@ -82,3 +82,54 @@ fn generation_is_deterministic() {
         assert_eq!(first, second, "fixture {name} rendered differently twice");
     }
 }
+
+/// `line` without its string literals and its trailing `//` comment: what layout checks read.
+fn code_of(line: &str) -> String {
+    let mut code = String::with_capacity(line.len());
+    let mut chars = line.chars().peekable();
+    let mut in_string = false;
+    while let Some(c) = chars.next() {
+        match (in_string, c) {
+            (true, '\\') => {
+                chars.next();
+            }
+            (true, '"') => in_string = false,
+            (true, _) => {}
+            (false, '"') => {
+                in_string = true;
+                code.push_str("\"\"");
+            }
+            (false, '/') if chars.peek() == Some(&'/') => break,
+            (false, _) => code.push(c),
+        }
+    }
+    code
+}
+
+#[test]
+fn rendered_rust_has_no_glued_lines_or_cramped_lists() {
+    for name in fixtures() {
+        let generated = generate_fixture(&name).unwrap_or_else(|e| panic!("fixture {name}: {e}"));
+        for file in &generated.plan.files {
+            if file.path.extension().is_none_or(|e| e != "rs") {
+                continue;
+            }
+            for (number, line) in file.contents.lines().enumerate() {
+                let trimmed = line.trim_start();
+                let at = || format!("{name}: {}:{}: {line}", file.path.display(), number + 1);
+                assert!(
+                    trimmed.starts_with("//") || !line.contains("///"),
+                    "a doc comment glued to code: {}",
+                    at()
+                );
+                let code = code_of(line);
+                let cramped = code.as_bytes().windows(2).any(|pair| {
+                    matches!(pair[0], b',' | b';')
+                        && (pair[1].is_ascii_alphanumeric()
+                            || matches!(pair[1], b'_' | b'&' | b'('))
+                });
+                assert!(!cramped, "no space after `,` or `;`: {}", at());
+            }
+        }
+    }
+}

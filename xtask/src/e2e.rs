@@ -6,7 +6,8 @@
 //! generated `deploy/base/rbac.yaml` are all it may do: a missing verb fails a check, and the rules
 //! themselves are asserted to grant nothing broad. An operator with admission webhooks is
 //! also checked through them (`e2e/webhooks.rs`), and a derived one served in several versions
-//! through its conversion webhook (`e2e/conversion.rs`). On failure the tail of every process's log
+//! through its conversion webhook (`e2e/conversion.rs`), and every one through its own
+//! monitoring with a real Prometheus (`e2e/monitoring.rs`). On failure the tail of every process's log
 //! is printed; the logs stay in `target/e2e/`.
 
 use std::{
@@ -27,6 +28,7 @@ use serde_json::{Value, json};
 use crate::cluster::{self, Cluster, OperatorCrate};
 
 pub(crate) mod conversion;
+mod monitoring;
 mod status;
 pub(crate) mod webhooks;
 
@@ -79,6 +81,9 @@ pub fn run(args: E2eArgs) -> Result<std::process::ExitCode> {
         "building the operators",
     )?;
     println!("phase build-operators: {:.1?}", started.elapsed());
+    let started = Instant::now();
+    let prometheus = monitoring::install(&workspace)?;
+    println!("phase install-prometheus: {:.1?}", started.elapsed());
 
     let logs = workspace.join("target/e2e");
     if logs.exists() {
@@ -94,6 +99,7 @@ pub fn run(args: E2eArgs) -> Result<std::process::ExitCode> {
             workspace: workspace.clone(),
             logs: logs.join(&name),
             cluster: own_cluster.then(|| Cluster::new(workspace.clone())),
+            prometheus: prometheus.clone(),
         };
         let mut suite = Suite::new(env, operator)?;
         let mut results = suite.run();
@@ -134,6 +140,7 @@ struct Env {
     logs: PathBuf,
     /// The control plane, when it is ours and so can be restarted.
     cluster: Option<Cluster>,
+    prometheus: monitoring::Prometheus,
 }
 
 /// One operator crate under test.
@@ -346,7 +353,10 @@ impl Suite {
         }
         let owns = !self.owned.is_empty();
         let finalizer = !self.manifest.external.is_empty();
-        let mut checks: Vec<Check> = Vec::new();
+        let mut checks: Vec<Check> = vec![(
+            "its monitoring: a real Prometheus scrapes it, evaluates every alert and answers every dashboard query",
+            Self::monitoring,
+        )];
         if self.has_admission() {
             checks.push((
                 "the validating webhook refuses an invalid primary, which is not stored",
@@ -505,6 +515,8 @@ impl Suite {
         for forbidden in [
             ["create", "pods"],
             ["delete", self.primary.as_str()],
+            // Reads come from the caches: not even the primary is fetched one by one.
+            ["get", self.primary.as_str()],
             ["get", "nodes"],
         ] {
             let answer = self.admin_output(&[
@@ -657,20 +669,61 @@ impl Suite {
             cluster.restart_apiserver()?;
         }
         // From the first ready /readyz (restart_apiserver waits for it): the figure the
-        // operator's watch backoff decides, apart from the API server's own start.
+        // operator's watch backoff decides, apart from the API server's own start. The floor
+        // beside it is when the operator's own ServiceAccount could first list the primary
+        // from the API server's watch cache, as a watch's relist does: no backoff can beat it.
         let ready = Instant::now();
+        let floor = self.cached_list_floor(ready);
         let uid = self.create_primary("after-restart")?;
         self.patience = RECOVERY;
         let recovered = self.wait_child(&uid, None).map(drop);
         self.patience = PATIENCE;
         if recovered.is_ok() {
+            let floor = match floor.join() {
+                Ok(Some(floor)) => format!("{floor:.1?}"),
+                _ => "not within the patience".to_owned(),
+            };
             println!(
-                "     {}: current {:.1?} after the restarted API server was ready",
+                "     {}: current {:.1?} after the restarted API server was ready; floor: its ServiceAccount first listed {} from the cache at {floor}",
                 self.name,
-                ready.elapsed()
+                ready.elapsed(),
+                self.kind,
             );
         }
         recovered
+    }
+
+    /// Polls, as the operator's ServiceAccount, a list of the primary from the API server's
+    /// watch cache (`resourceVersion=0`) until one succeeds; how long after `ready` it did.
+    fn cached_list_floor(&self, ready: Instant) -> std::thread::JoinHandle<Option<Duration>> {
+        let plural = self.primary.split('.').next().unwrap_or_default();
+        let prefix = if self.api_version.contains('/') {
+            "apis"
+        } else {
+            "api"
+        };
+        let path = format!(
+            "/{prefix}/{}/{plural}?resourceVersion=0&limit=1",
+            self.api_version
+        );
+        let kubectl = self.env.kubectl.clone();
+        let kubeconfig = self.kubeconfig.clone();
+        std::thread::spawn(move || {
+            while ready.elapsed() < RECOVERY {
+                let listed = Command::new(&kubectl)
+                    .args(["get", "--raw", &path, "--request-timeout=5s"])
+                    .env("KUBECONFIG", &kubeconfig)
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null())
+                    .status()
+                    .is_ok_and(|s| s.success());
+                if listed {
+                    return Some(ready.elapsed());
+                }
+                std::thread::sleep(Duration::from_millis(200));
+            }
+            None
+        })
     }
 
     fn leader_election(&mut self) -> Result<()> {
@@ -1046,6 +1099,15 @@ impl Suite {
             .find_map(|line| line.strip_prefix("operator_reconciles_total "))
             .and_then(|n| n.trim().parse().ok())
             .context("no operator_reconciles_total in the metrics")
+    }
+
+    /// The metrics port of a running replica.
+    fn metrics_port(&self, replica: &str) -> Result<u16> {
+        Ok(self
+            .processes
+            .get(replica)
+            .context("no such replica")?
+            .metrics)
     }
 
     /// The whole HTTP response to `GET path` on a replica's metrics port.

@@ -6,10 +6,11 @@
 //! concern: [`primary`] (what is reconciled, per archetype), [`relations`] (owns, watches,
 //! external, and the imports they need), [`policy`] (requeue, backoff, predicates),
 //! [`rbac`] (least-privilege rules), [`webhooks`] (admission and conversion webhooks and their
-//! objects) and
+//! objects), [`monitoring`] (the operator's ServiceMonitor, alerts and dashboard) and
 //! [`dependencies`] (the generated Cargo.toml).
 
 mod dependencies;
+mod monitoring;
 mod policy;
 mod primary;
 mod rbac;
@@ -21,6 +22,7 @@ use serde::Serialize;
 
 pub use self::{
     dependencies::Dependency,
+    monitoring::{Alert, Monitoring},
     policy::Requeue,
     primary::{Conditions, Primary, PrimaryInput},
     rbac::Rule,
@@ -137,11 +139,16 @@ pub struct Operator {
     pub watch_api: Constant,
     /// Names of the objects in `deploy/` that are not the crate name itself.
     pub deploy: Deploy,
+    /// The operator's own monitoring, in `deploy/monitoring/`.
+    pub monitoring: Monitoring,
     /// The webhooks the operator serves: admission webhooks when the manifest asks for any,
     /// and the conversion webhook of a derived resource served in several versions.
     pub webhooks: Option<Webhooks>,
     /// The CRD as loaded, for `deploy/base/crd.yaml` (imported and dynamic operators).
     pub crd_yaml: Option<YamlDocument>,
+    /// Whether that CRD has fields Kubernetes 1.20 does not know ([`crate::kube_1_20`]), so
+    /// kubectl 1.20 must install it without validation.
+    pub crd_newer_than_1_20: bool,
     /// Types of every served version of the primary, one module each; the module of the
     /// version the operator uses is re-exported.
     pub versions: Vec<TypesModule>,
@@ -307,11 +314,23 @@ pub fn analyze(
         )?),
         _ => None,
     };
+    let crd_newer_than_1_20 = matches!(
+        input,
+        PrimaryInput::Crd { selected, .. } if !crate::kube_1_20::warnings("", &selected.crd).is_empty()
+    );
     let predicates = policy::predicates(manifest);
     let mut warnings = facts.warnings.clone();
     warnings.extend(relations.warnings.iter().cloned());
     let namespaced = primary.namespaced;
+    let monitoring =
+        monitoring::monitoring(&crate_name, &namespace, webhooks.is_some()).map_err(|e| {
+            Error::Template {
+                template: "deploy/monitoring/dashboard.yaml".to_owned(),
+                reason: e.to_string(),
+            }
+        })?;
     Ok(Operator {
+        monitoring,
         crate_ident: naming::snake_ident(&crate_name),
         description: description(facts.archetype, primary),
         provenance: provenance(flags, primary),
@@ -333,6 +352,7 @@ pub fn analyze(
         },
         crate_name: Text::new(crate_name),
         crd_yaml,
+        crd_newer_than_1_20,
         webhooks,
         uses_predicate_combine: predicates.len() > 1,
         uses_resource_ext: relations.owns.iter().any(|o| o.namespaced)

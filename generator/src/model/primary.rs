@@ -202,7 +202,9 @@ fn imported(
         primary.crd_name = Text::from(selected.name());
         primary.origin = selected.origin.clone();
         primary.storage_version = version.storage;
-        return Ok(PrimaryFacts::plain(primary, Archetype::Dynamic));
+        let mut facts = PrimaryFacts::plain(primary, Archetype::Dynamic);
+        facts.warnings = crate::kube_1_20::warnings(&selected.origin, crd);
+        return Ok(facts);
     }
     // The selected version first, then every other served one, each on a core of its own.
     let others = crd
@@ -229,7 +231,8 @@ fn imported(
     let mut versions = Vec::new();
     let mut selected_module = None;
     let mut uses_chrono = types.uses_chrono;
-    let mut warnings = types.warnings.clone();
+    let mut warnings = crate::kube_1_20::warnings(&selected.origin, crd);
+    warnings.extend(types.warnings.iter().cloned());
     for (index, served) in crd
         .spec
         .versions

@@ -1,4 +1,8 @@
-//! The operator's RBAC rules: exactly the verbs the generated code uses, per resource.
+//! The operator's RBAC rules: the verbs the generated code and the runtime call, per
+//! resource, and nothing more.
+//!
+//! Reads go through watch caches, so no kind is granted `get`; children are removed by the
+//! garbage collector through their owner references, so none is granted `delete`.
 
 use serde::Serialize;
 
@@ -24,11 +28,30 @@ impl Rule {
             reason: Constant(reason),
         }
     }
+
+    /// A rule that only feeds a watch cache; for Secrets it says what that costs.
+    fn watched(group: &Text, resource: Text, reason: &'static str) -> Self {
+        let reason = if is_secrets(group, &resource) {
+            "watched Secrets: list/watch reads the data of every Secret in scope, not only the ones mapped"
+        } else {
+            reason
+        };
+        Self::new(group, resource, &["list", "watch"], reason)
+    }
 }
 
-/// The verbs the generated code uses, per resource, and nothing more: the primary is read
-/// and patched (finalizers), its status patched only where the code writes it, owned kinds
-/// are fully managed, watched kinds only read.
+fn is_secrets(group: &Text, resource: &Text) -> bool {
+    group.raw().is_empty() && resource.raw() == "secrets"
+}
+
+/// The verbs per resource:
+/// - the primary is listed and watched, and patched only by the finalizer (its own
+///   `metadata.finalizers`); its status is patched only where the code writes it;
+/// - owned kinds are listed, watched and applied: a server-side apply that creates the
+///   child is authorized as `create` as well as `patch`; the primary's `finalizers`
+///   subresource takes `update` because the children's owner references block the owner's
+///   deletion (the OwnerReferencesPermissionEnforcement admission plugin checks it);
+/// - watched and generic kinds are only listed and watched.
 pub(super) fn rules(
     archetype: Archetype,
     primary: &Primary,
@@ -40,53 +63,32 @@ pub(super) fn rules(
     let mut rules = Vec::new();
     if archetype == Archetype::Generic {
         for kind in generic_kinds {
-            rules.push(Rule::new(
+            rules.push(Rule::watched(
                 &kind.group,
                 kind.plural.clone(),
-                &["get", "list", "watch"],
                 "reconciled kind (metadata)",
             ));
         }
     } else {
-        let sub = |name: &str| Text::new(format!("{}/{name}", primary.plural.raw()));
-        rules.push(Rule::new(
-            &primary.group,
-            primary.plural.clone(),
-            &["get", "list", "watch", "patch"],
-            "primary resource",
+        rules.extend(primary_rules(
+            archetype,
+            primary,
+            relations,
+            finalizer,
+            status_helper,
         ));
-        if status_helper {
-            rules.push(Rule::new(
-                &primary.group,
-                sub("status"),
-                &["patch"],
-                "status written only when it changed",
-            ));
-        }
-        if archetype != Archetype::Dynamic {
-            rules.push(Rule::new(
-                &Text::from("events.k8s.io"),
-                Text::from("events"),
-                &["create", "patch"],
-                "events about reconcile outcomes",
-            ));
-        }
-        if finalizer {
-            rules.push(Rule::new(
-                &primary.group,
-                sub("finalizers"),
-                &["update"],
-                "finalizer for external cleanup",
-            ));
-        }
     }
-    let managed = ["get", "list", "watch", "create", "patch", "delete"];
     for owned in &relations.owns {
+        let reason = if is_secrets(&owned.group, &owned.plural) {
+            "owned Secrets, applied: list/watch reads the data of every Secret in scope"
+        } else {
+            "owned children, applied (an apply that creates is also a create)"
+        };
         rules.push(Rule::new(
             &owned.group,
             owned.plural.clone(),
-            &managed,
-            "owned children",
+            &["list", "watch", "create", "patch"],
+            reason,
         ));
     }
     for watched in &relations.watches {
@@ -96,15 +98,65 @@ pub(super) fn rules(
             .iter()
             .any(|o| o.group == related.group && o.plural == related.plural);
         if !owned {
-            rules.push(Rule::new(
+            rules.push(Rule::watched(
                 &related.group,
                 related.plural.clone(),
-                &["get", "list", "watch"],
                 "watched objects",
             ));
         }
     }
     rules.sort();
     rules.dedup_by(|a, b| a.api_group == b.api_group && a.resource == b.resource);
+    rules
+}
+
+/// The primary's own rules, for every archetype but the generic one.
+fn primary_rules(
+    archetype: Archetype,
+    primary: &Primary,
+    relations: &Relations,
+    finalizer: bool,
+    status_helper: bool,
+) -> Vec<Rule> {
+    let sub = |name: &str| Text::new(format!("{}/{name}", primary.plural.raw()));
+    let mut rules = Vec::new();
+    if finalizer {
+        rules.push(Rule::new(
+            &primary.group,
+            primary.plural.clone(),
+            &["list", "watch", "patch"],
+            "primary resource (patched only for the finalizer)",
+        ));
+    } else {
+        rules.push(Rule::watched(
+            &primary.group,
+            primary.plural.clone(),
+            "primary resource",
+        ));
+    }
+    if status_helper {
+        rules.push(Rule::new(
+            &primary.group,
+            sub("status"),
+            &["patch"],
+            "status written only when it changed",
+        ));
+    }
+    if archetype != Archetype::Dynamic {
+        rules.push(Rule::new(
+            &Text::from("events.k8s.io"),
+            Text::from("events"),
+            &["create", "patch"],
+            "events about reconcile outcomes",
+        ));
+    }
+    if !relations.owns.is_empty() {
+        rules.push(Rule::new(
+            &primary.group,
+            sub("finalizers"),
+            &["update"],
+            "children's owner references that block the primary's deletion",
+        ));
+    }
     rules
 }

@@ -79,43 +79,70 @@ fn rbac_grants_what_each_relation_uses_and_no_more() {
             })
             .collect()
     };
-    let primary = (
-        "example.com".to_owned(),
-        "widgets".to_owned(),
-        "get,list,watch,patch".to_owned(),
-    );
-    let events = (
-        "events.k8s.io".to_owned(),
-        "events".to_owned(),
-        "create,patch".to_owned(),
-    );
-    let configmaps = (
-        "".to_owned(),
-        "configmaps".to_owned(),
-        "get,list,watch,create,patch,delete".to_owned(),
-    );
-    let deployments = (
-        "apps".to_owned(),
-        "deployments".to_owned(),
-        "get,list,watch".to_owned(),
-    );
-    let finalizers = (
-        "example.com".to_owned(),
-        "widgets/finalizers".to_owned(),
-        "update".to_owned(),
-    );
+    let rule = |group: &str, resource: &str, verbs: &str| {
+        (group.to_owned(), resource.to_owned(), verbs.to_owned())
+    };
+    let primary = rule("example.com", "widgets", "list,watch");
+    let events = rule("events.k8s.io", "events", "create,patch");
+    let configmaps = rule("", "configmaps", "list,watch,create,patch");
+    let blocking = rule("example.com", "widgets/finalizers", "update");
     assert_eq!(rules(""), vec![events.clone(), primary.clone()]);
     assert_eq!(
         rules("owns: [{kind: ConfigMap}]"),
-        vec![configmaps, events.clone(), primary.clone()]
+        vec![configmaps, events.clone(), primary.clone(), blocking]
     );
     assert_eq!(
         rules("watches: [{kind: Deployment, map: {label: a}}]"),
-        vec![deployments, events.clone(), primary.clone()]
+        vec![
+            rule("apps", "deployments", "list,watch"),
+            events.clone(),
+            primary
+        ]
     );
     assert_eq!(
         rules("external: [{name: registry}]"),
-        vec![events, primary, finalizers]
+        vec![events, rule("example.com", "widgets", "list,watch,patch")],
+        "the finalizer patches the primary's own metadata, not a subresource"
+    );
+    let all: Vec<_> = [
+        "",
+        "owns: [{kind: ConfigMap}]",
+        "external: [{name: registry}]",
+    ]
+    .into_iter()
+    .flat_map(rules)
+    .collect();
+    assert!(
+        all.iter()
+            .all(|(_, _, verbs)| !verbs.contains("get") && !verbs.contains("delete")),
+        "reads come from caches and children go with their owner: {all:?}"
+    );
+}
+
+#[test]
+fn rbac_says_what_listing_secrets_reads() {
+    let operator =
+        analyze_with("watches: [{kind: Secret, map: {label: a}}]").expect("a valid manifest");
+    let secrets = operator
+        .rbac
+        .iter()
+        .find(|r| r.resource.raw() == "secrets")
+        .expect("a rule for the watched Secrets");
+    assert!(
+        secrets.reason.0.contains("every Secret in scope"),
+        "{}",
+        secrets.reason.0
+    );
+    let operator = analyze_with("owns: [{kind: Secret}]").expect("a valid manifest");
+    let owned = operator
+        .rbac
+        .iter()
+        .find(|r| r.resource.raw() == "secrets")
+        .expect("a rule for the owned Secrets");
+    assert!(
+        owned.reason.0.contains("every Secret in scope"),
+        "{}",
+        owned.reason.0
     );
 }
 
@@ -707,7 +734,7 @@ fn a_sample_that_breaks_a_cel_rule_is_refused_naming_the_rule_and_field() {
     let cel: Vec<&String> = operator
         .warnings
         .iter()
-        .filter(|w| w.contains("CEL"))
+        .filter(|w| w.contains("CEL rule"))
         .collect();
     assert_eq!(cel.len(), 1, "{:?}", operator.warnings);
     assert!(

@@ -151,6 +151,26 @@ fn hand_edits_are_refused_before_anything_is_written_and_reported_by_check() {
 }
 
 #[test]
+fn a_markdown_header_closes_each_comment_and_still_proves_the_body_untouched() {
+    let body = "# Relations\n\nNone.\n";
+    let line = checksum_line(MARKDOWN_COMMENT, body);
+    assert!(
+        line.starts_with("<!-- checksum: sha256:") && line.ends_with(" -->"),
+        "{line}"
+    );
+    let file = format!("<!-- {GENERATED_MARK} -->\n{line}\n{body}");
+    assert!(is_pristine(&file), "an untouched Markdown file is pristine");
+    assert!(
+        !is_pristine(&file.replace("None.", "Edited.")),
+        "an edit to the body is seen"
+    );
+    assert!(
+        !is_pristine(&file.replace(" -->\n# Relations", "\n# Relations")),
+        "a checksum line that lost its close is not taken as the header"
+    );
+}
+
+#[test]
 fn an_outdated_but_untouched_file_is_updated() {
     let dir = tempfile::tempdir().unwrap();
     write(
