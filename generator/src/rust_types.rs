@@ -655,6 +655,27 @@ fn fence(line: &str) -> Option<(char, usize, &str)> {
     (length >= 3).then(|| (mark, length, trimmed[length..].trim()))
 }
 
+/// Whether rustdoc reads a block with this info string as Rust: when every tag is one of
+/// its own (`rust`, `ignore`, `no_run`, an edition, ...), or there is none.
+fn is_rust_block(info: &str) -> bool {
+    const RUSTDOC_TAGS: &[&str] = &[
+        "rust",
+        "ignore",
+        "should_panic",
+        "no_run",
+        "compile_fail",
+        "test_harness",
+        "standalone_crate",
+        "edition2015",
+        "edition2018",
+        "edition2021",
+        "edition2024",
+    ];
+    info.split([',', ' ', '\t'])
+        .filter(|tag| !tag.is_empty())
+        .all(|tag| RUSTDOC_TAGS.contains(&tag) || tag.starts_with("ignore-"))
+}
+
 /// `text`'s lines, with each fenced block that rustdoc would take for Rust (no language, or
 /// `rust`) opened as `text` instead: a CRD's description is not this crate's code, and
 /// clippy lints Rust blocks in docs (rustdoc would also test them).
@@ -668,7 +689,7 @@ fn prose_fences(text: &str) -> Vec<String> {
             match open {
                 None => {
                     open = Some((mark, length));
-                    let rust = info.is_empty() || info.split(',').any(|word| word.trim() == "rust");
+                    let rust = is_rust_block(info);
                     if rust {
                         let indent = &line[..line.len() - line.trim_start().len()];
                         return format!("{indent}{}text", mark.to_string().repeat(length));
@@ -979,5 +1000,8 @@ spec:
             prose_fences("    ```\nindented code"),
             ["    ```", "indented code"]
         );
+        assert_eq!(prose_fences("```no_run\nx\n```")[0], "```text");
+        assert_eq!(prose_fences("```ignore edition2021\nx\n```")[0], "```text");
+        assert_eq!(prose_fences("```json\n{}\n```")[0], "```json");
     }
 }

@@ -118,7 +118,7 @@ pub fn expired(error: &watcher::Error) -> bool {
 }
 
 /// A watch stream retried with [`WatchBackoff`], and at once after a 410 Gone.
-pub trait RetryExt<T>: Stream<Item = Result<T, watcher::Error>> + Sized {
+pub trait RetryExt<K>: Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Sized {
     /// `watcher(api, config).retried()`: in place of kube's `.backoff(...)`.
     fn retried(self) -> Retried<Self> {
         Retried {
@@ -130,7 +130,7 @@ pub trait RetryExt<T>: Stream<Item = Result<T, watcher::Error>> + Sized {
     }
 }
 
-impl<T, S: Stream<Item = Result<T, watcher::Error>>> RetryExt<T> for S {}
+impl<K, S: Stream<Item = Result<watcher::Event<K>, watcher::Error>>> RetryExt<K> for S {}
 
 /// The stream [`RetryExt::retried`] returns: the watch's items, each error followed by a delay
 /// before the next poll, except the first 410 Gone in a row.
@@ -138,13 +138,14 @@ pub struct Retried<S> {
     inner: Pin<Box<S>>,
     backoff: WatchBackoff,
     sleep: Option<Pin<Box<tokio::time::Sleep>>>,
-    /// Whether the last item was a 410: a relist that meets another one waits, so that a
-    /// server answering 410 to every list is not asked in a tight loop.
+    /// Whether the last failure was a 410 and nothing came through since: a relist that
+    /// meets another one waits, so that a server answering 410 to every list is not asked
+    /// in a tight loop.
     expired_last: bool,
 }
 
-impl<T, S: Stream<Item = Result<T, watcher::Error>>> Stream for Retried<S> {
-    type Item = Result<T, watcher::Error>;
+impl<K, S: Stream<Item = Result<watcher::Event<K>, watcher::Error>>> Stream for Retried<S> {
+    type Item = Result<watcher::Event<K>, watcher::Error>;
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         if let Some(sleep) = self.sleep.as_mut() {
@@ -153,6 +154,9 @@ impl<T, S: Stream<Item = Result<T, watcher::Error>>> Stream for Retried<S> {
         }
         let item = ready!(self.inner.as_mut().poll_next(cx));
         match &item {
+            // The watcher says `Init` before it asks anything, also after each failure, so
+            // only what the API server answered proves it back.
+            Some(Ok(watcher::Event::Init)) | None => {}
             Some(Ok(_)) => {
                 self.backoff.reset();
                 self.expired_last = false;
@@ -165,7 +169,6 @@ impl<T, S: Stream<Item = Result<T, watcher::Error>>> Stream for Retried<S> {
                     self.sleep = Some(Box::pin(tokio::time::sleep(delay)));
                 }
             }
-            None => {}
         }
         Poll::Ready(item)
     }
@@ -216,8 +219,14 @@ mod tests {
         watcher::Error::NoResourceVersion
     }
 
+    type Item = Result<watcher::Event<u32>, watcher::Error>;
+
+    fn event(n: u32) -> Item {
+        Ok(watcher::Event::Apply(n))
+    }
+
     /// How long `items`, as a watch stream, takes to read through [`RetryExt::retried`].
-    async fn time_to_read(items: Vec<Result<u32, watcher::Error>>) -> Duration {
+    async fn time_to_read(items: Vec<Item>) -> Duration {
         let started = tokio::time::Instant::now();
         let read: Vec<_> = futures::stream::iter(items).retried().collect().await;
         assert!(!read.is_empty());
@@ -227,15 +236,23 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_410_gone_is_relisted_without_a_wait() {
         assert!(expired(&gone()) && !expired(&refused()));
-        let waited = time_to_read(vec![Ok(1), Err(gone()), Ok(2)]).await;
+        let waited = time_to_read(vec![event(1), Err(gone()), event(2)]).await;
         assert_eq!(waited, Duration::ZERO, "no delay after the watch expired");
-        let waited = time_to_read(vec![Ok(1), Err(refused()), Ok(2)]).await;
+        let waited = time_to_read(vec![event(1), Err(refused()), event(2)]).await;
         assert!(waited >= FIRST / 2, "any other failure waits: {waited:?}");
     }
 
     #[tokio::test(start_paused = true)]
     async fn a_410_after_a_410_waits_so_a_server_answering_only_410_is_not_hammered() {
-        let waited = time_to_read(vec![Err(gone()), Err(gone()), Err(gone()), Ok(1)]).await;
+        let relists = vec![
+            Err(gone()),
+            Ok(watcher::Event::Init),
+            Err(gone()),
+            Ok(watcher::Event::Init),
+            Err(gone()),
+            event(1),
+        ];
+        let waited = time_to_read(relists).await;
         assert!(
             waited >= FIRST / 2 && waited <= FIRST + FIRST * 2,
             "the first 410 is free, the next two wait: {waited:?}"
@@ -244,8 +261,11 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn retried_failures_wait_within_the_cap_and_reset_after_an_event() {
-        let failures = (0..6).map(|_| Err::<u32, _>(refused()));
-        let items: Vec<_> = failures.chain([Ok(1), Err(refused()), Ok(2)]).collect();
+        // As the watcher yields them: `Init` before every list, which fails until it answers.
+        let failures = (0..6).flat_map(|_| [Ok(watcher::Event::Init), Err(refused())]);
+        let items: Vec<_> = failures
+            .chain([event(1), Err(refused()), event(2)])
+            .collect();
         let waited = time_to_read(items).await;
         let most = Duration::from_millis(500 + 1000 + 2000 + 4000 + 5000 + 5000 + 500);
         assert!(waited <= most && waited >= most / 2, "{waited:?}");
@@ -255,7 +275,7 @@ mod tests {
     async fn the_controller_adds_no_wait_of_its_own_to_retried_watches() {
         use kube::runtime::WatchStreamExt;
         let started = tokio::time::Instant::now();
-        let items: Vec<_> = futures::stream::iter(vec![Ok(1), Err(gone()), Ok(2)])
+        let items: Vec<_> = futures::stream::iter(vec![event(1), Err(gone()), event(2)])
             .retried()
             .backoff(triggers())
             .collect()

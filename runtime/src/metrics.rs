@@ -73,8 +73,12 @@ pub enum ReadyWhen {
     /// cluster.
     WatchesListed(usize),
     /// When the webhooks serve with a certificate. Every replica serves, leading or not, and a
-    /// leader's watches still listing must not refuse admissions meanwhile.
-    WebhooksServe,
+    /// leader's watches still listing must not refuse admissions meanwhile. Its `watches` are
+    /// still counted in `operator_watches_pending`, for the alert.
+    WebhooksServe {
+        /// The watches the operator runs once it leads.
+        watches: usize,
+    },
 }
 
 /// Reconcile metrics and readiness, shared through a controller's context.
@@ -150,7 +154,7 @@ impl Metrics {
         let mut process = Registry::default();
         process.register_collector(Box::new(ProcessCollector));
         let webhook_requests = Family::<WebhookLabels, Counter>::default();
-        if ready_when == ReadyWhen::WebhooksServe {
+        if matches!(ready_when, ReadyWhen::WebhooksServe { .. }) {
             registry.register(
                 "webhook_requests",
                 "Webhook requests answered, by hook and outcome",
@@ -158,8 +162,7 @@ impl Metrics {
             );
         }
         let watches = match ready_when {
-            ReadyWhen::WatchesListed(watches) => watches,
-            ReadyWhen::WebhooksServe => 0,
+            ReadyWhen::WatchesListed(watches) | ReadyWhen::WebhooksServe { watches } => watches,
         };
         watches_pending.set(i64::try_from(watches).unwrap_or(i64::MAX));
         Self {
@@ -240,7 +243,7 @@ impl Metrics {
     pub fn is_ready(&self) -> bool {
         match self.ready_when {
             ReadyWhen::WatchesListed(_) => self.unsynced.load(Ordering::SeqCst) == 0,
-            ReadyWhen::WebhooksServe => !self.webhooks_pending.load(Ordering::SeqCst),
+            ReadyWhen::WebhooksServe { .. } => !self.webhooks_pending.load(Ordering::SeqCst),
         }
     }
 
@@ -323,7 +326,7 @@ mod tests {
 
     #[test]
     fn readiness_with_webhooks_waits_for_the_certificate_not_the_watches() {
-        let metrics = Metrics::new(ReadyWhen::WebhooksServe);
+        let metrics = Metrics::new(ReadyWhen::WebhooksServe { watches: 1 });
         metrics.watch_synced();
         assert!(!metrics.is_ready(), "the webhooks have no certificate yet");
         metrics.serving();
@@ -355,7 +358,7 @@ mod tests {
 
     #[test]
     fn every_counter_is_described_before_anything_happens() {
-        let metrics = Metrics::new(ReadyWhen::WebhooksServe);
+        let metrics = Metrics::new(ReadyWhen::WebhooksServe { watches: 1 });
         metrics.expect_webhook_answers("validate", &["allowed"]);
         let text = metrics.render();
         for name in [
@@ -382,7 +385,7 @@ mod tests {
 
     #[test]
     fn webhook_answers_are_counted_by_hook_and_outcome() {
-        let metrics = Metrics::new(ReadyWhen::WebhooksServe);
+        let metrics = Metrics::new(ReadyWhen::WebhooksServe { watches: 1 });
         metrics.expect_webhook_answers("validate", &["allowed", "denied"]);
         metrics.webhook_answered("validate", "denied");
         let text = metrics.render();

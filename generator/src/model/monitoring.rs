@@ -101,10 +101,14 @@ fn alerts(job: &str, webhooks: bool) -> Vec<Alert> {
         ),
         alert(
             "OperatorWatchesNotReady",
-            format!("max(operator_watches_pending{{{job}}}) > 0"),
+            // Only the leader runs watches; a replica waiting for the Lease has them all
+            // pending, as it should.
+            format!(
+                "max(operator_watches_pending{{{job}}} and on(instance) operator_leader{{{job}}} == 1) > 0"
+            ),
             "10m",
             "warning",
-            "A watch of the operator has not listed its objects, so reconciles wait",
+            "A watch of the leading replica has not listed its objects, so reconciles wait",
         ),
         alert(
             "OperatorReconcileErrors",

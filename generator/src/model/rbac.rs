@@ -105,9 +105,27 @@ pub(super) fn rules(
             ));
         }
     }
+    merged(rules)
+}
+
+/// One rule per resource, sorted, holding every verb any rule for it grants: a kind can be
+/// the primary and watched, or owned and watched, and no verb of either may be lost.
+fn merged(mut rules: Vec<Rule>) -> Vec<Rule> {
     rules.sort();
-    rules.dedup_by(|a, b| a.api_group == b.api_group && a.resource == b.resource);
-    rules
+    let mut out: Vec<Rule> = Vec::with_capacity(rules.len());
+    for rule in rules {
+        match out.last_mut() {
+            Some(last) if last.api_group == rule.api_group && last.resource == rule.resource => {
+                for verb in rule.verbs {
+                    if !last.verbs.contains(&verb) {
+                        last.verbs.push(verb);
+                    }
+                }
+            }
+            _ => out.push(rule),
+        }
+    }
+    out
 }
 
 /// The primary's own rules, for every archetype but the generic one.
@@ -159,4 +177,31 @@ fn primary_rules(
         ));
     }
     rules
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rules_for_one_resource_merge_their_verbs_rather_than_drop_one() {
+        let group = Text::from("apps");
+        let watched = Rule::watched(&group, Text::from("deployments"), "watched objects");
+        let primary = Rule::new(
+            &group,
+            Text::from("deployments"),
+            &["list", "watch", "patch"],
+            "primary resource (patched only for the finalizer)",
+        );
+        let events = Rule::new(
+            &Text::from("events.k8s.io"),
+            Text::from("events"),
+            &["create"],
+            "e",
+        );
+        let rules = merged(vec![primary, events, watched]);
+        assert_eq!(rules.len(), 2, "{rules:?}");
+        let verbs: Vec<&str> = rules[0].verbs.iter().map(|v| v.0).collect();
+        assert_eq!(verbs, ["list", "watch", "patch"], "{rules:?}");
+    }
 }

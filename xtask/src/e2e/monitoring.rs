@@ -171,6 +171,10 @@ fn rule_tests(job: &str, alerts: &[(String, Value)]) -> Result<Value> {
             ",instance=\"a\",hook=\"validate\",outcome=\"failed\"",
             "0x40",
         ),
+        // A replica waiting for the Lease: up, not leading, every watch pending, as it should.
+        series("up", ",instance=\"b\"", "1x40"),
+        series("operator_leader", ",instance=\"b\"", "0x40"),
+        series("operator_watches_pending", ",instance=\"b\"", "3x40"),
     ];
     let mut tests = vec![json!({
         "interval": "1m",
@@ -193,7 +197,10 @@ fn rule_tests(job: &str, alerts: &[(String, Value)]) -> Result<Value> {
                 json!({"severity": "critical"}),
             ),
             "OperatorWatchesNotReady" => (
-                series("operator_watches_pending", ",instance=\"a\"", "1x15"),
+                json!([
+                    series("operator_watches_pending", ",instance=\"a\"", "1x15"),
+                    series("operator_leader", ",instance=\"a\"", "1x15"),
+                ]),
                 "11m",
                 json!({"severity": "warning"}),
             ),
@@ -219,7 +226,7 @@ fn rule_tests(job: &str, alerts: &[(String, Value)]) -> Result<Value> {
         };
         tests.push(json!({
             "interval": "1m",
-            "input_series": [input],
+            "input_series": if input.is_array() { input } else { json!([input]) },
             "alert_rule_test": [
                 {"eval_time": "1m", "alertname": name, "exp_alerts": []},
                 {"eval_time": at, "alertname": name, "exp_alerts": [{"exp_labels": labels, "exp_annotations": annotations}]},
