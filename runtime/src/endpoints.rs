@@ -42,7 +42,7 @@ async fn readyz(State(metrics): State<Arc<Metrics>>) -> (StatusCode, &'static st
     } else {
         (
             StatusCode::SERVICE_UNAVAILABLE,
-            "not ready: watches are still listing, or the webhooks wait for a certificate",
+            "not ready: a leader's watches are still listing, or the webhooks wait for a certificate",
         )
     }
 }
@@ -65,8 +65,9 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn readyz_answers_503_until_every_watch_listed_and_metrics_are_served() {
+    async fn readyz_answers_503_until_a_leaders_watches_listed_and_metrics_are_served() {
         let metrics = Arc::new(Metrics::new(ReadyWhen::WatchesListed(1)));
+        metrics.leading();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind");

@@ -3,17 +3,30 @@
 //! On with `--leader-election` (`LEADER_ELECTION=true`, as a generated `deploy/` sets it); the
 //! Lease lives in the pod's namespace and each replica is named by its pod. Off, the operator
 //! just runs.
+//!
+//! [`Election::run`] runs the operator's work in terms: one each time this replica comes to
+//! lead. A replica that loses the Lease (another took it while an outage kept this one from
+//! renewing) ends its term gracefully and campaigns again in the same process, rather than
+//! exiting and paying a restart and a cold start.
 
-use std::future::Future;
+use std::{future::Future, time::Duration};
 
 use kube::Client;
 use kube_lease_manager::{LeaseManager, LeaseManagerBuilder, LeaseManagerError};
 use tokio::{sync::watch, task::JoinHandle};
 
-use crate::settings::Common;
+use crate::{metrics::Metrics, settings::Common, shutdown::Shutdown};
 
 /// Seconds a leader holds the Lease without renewing it before another replica may take it.
 pub const LEASE_SECONDS: u64 = 15;
+
+/// How long a replica that lost the Lease waits before it campaigns again after the API
+/// server refused a campaign: about as often as a standby looks at the Lease.
+const CAMPAIGN_RETRY: Duration = Duration::from_secs(2);
+
+/// How long a stopping leader may take to hand the Lease back, so the next replica need not
+/// wait for it to expire.
+const RELEASE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Why this replica could not take part in the election.
 #[derive(Debug, thiserror::Error)]
@@ -25,62 +38,186 @@ pub struct Error {
     source: LeaseManagerError,
 }
 
-/// This replica's leadership; the Lease is released when it is dropped.
-pub struct Leadership {
+/// This replica's part in the election for one Lease, and the stop request that ends it.
+pub struct Election {
+    client: Client,
+    lease: String,
+    namespace: String,
+    enabled: bool,
+    identity: Option<String>,
+    /// What ends the election; SIGTERM or Ctrl+C unless given.
+    shutdown: Option<Shutdown>,
+}
+
+/// One term of leadership, handed to the work that runs during it.
+pub struct Term {
+    ended: watch::Receiver<bool>,
+}
+
+impl Term {
+    /// Resolves when the term ends: this replica stopped leading, or the operator was asked to
+    /// stop. Hand it to `Controller::graceful_shutdown_on`, so reconciles in flight finish.
+    pub fn ended(&self) -> impl Future<Output = ()> + Send + Sync + 'static {
+        let mut ended = self.ended.clone();
+        async move {
+            if ended.wait_for(|ended| *ended).await.is_err() {
+                std::future::pending::<()>().await;
+            }
+        }
+    }
+}
+
+impl Election {
+    /// The election for the Lease `lease` in `namespace`, as `settings` configure it; it ends
+    /// on SIGTERM or Ctrl+C.
+    pub fn new(client: Client, lease: &str, namespace: &str, settings: &Common) -> Self {
+        Self {
+            client,
+            lease: lease.to_owned(),
+            namespace: namespace.to_owned(),
+            enabled: settings.leader_election,
+            identity: settings.pod_name.clone(),
+            shutdown: None,
+        }
+    }
+
+    /// The same election, ended by `shutdown` instead of a signal.
+    pub fn with_shutdown(mut self, shutdown: Shutdown) -> Self {
+        self.shutdown = Some(shutdown);
+        self
+    }
+
+    /// Runs `term` whenever this replica leads, until the operator is asked to stop. Without
+    /// leader election that is one term, from now to the stop. `metrics` follow leadership.
+    ///
+    /// A first campaign the API server refuses is an error: at start-up that is a
+    /// misconfiguration (RBAC, a namespace) for people to see. A later one is retried, because
+    /// a replica that lost the Lease most likely did so in an outage.
+    pub async fn run<F, Fut>(&self, metrics: &Metrics, mut term: F) -> Result<(), Error>
+    where
+        F: FnMut(Term) -> Fut,
+        Fut: Future<Output = ()>,
+    {
+        let shutdown = self.shutdown.clone().unwrap_or_else(Shutdown::on_signal);
+        if !self.enabled {
+            metrics.leading();
+            serve(&mut term, shutdown.requested()).await;
+            return Ok(());
+        }
+        let mut campaigned = false;
+        loop {
+            let leadership = tokio::select! {
+                leadership = self.campaign() => leadership,
+                () = shutdown.requested() => return Ok(()),
+            };
+            let leadership = match leadership {
+                Ok(leadership) => leadership,
+                Err(error) if !campaigned => return Err(error),
+                Err(error) => {
+                    tracing::warn!(%error, "campaign failed; trying again");
+                    tokio::select! {
+                        () = tokio::time::sleep(CAMPAIGN_RETRY) => continue,
+                        () = shutdown.requested() => return Ok(()),
+                    }
+                }
+            };
+            campaigned = true;
+            metrics.leading();
+            let end = {
+                let (stop, lost) = (shutdown.requested(), leadership.lost());
+                async move {
+                    tokio::select! {
+                        () = stop => {}
+                        () = lost => {}
+                    }
+                }
+            };
+            serve(&mut term, end).await;
+            metrics.standing_by();
+            if shutdown.is_requested() || leadership.is_leading() {
+                leadership.release().await;
+                return Ok(());
+            }
+            tracing::warn!(lease = %self.lease, "lost leadership; campaigning again");
+        }
+    }
+
+    /// Waits until this replica leads the Lease, under its pod's name.
+    async fn campaign(&self) -> Result<Leadership, Error> {
+        let mut builder = LeaseManagerBuilder::new(self.client.clone(), &self.lease)
+            .with_namespace(&self.namespace)
+            .with_duration(LEASE_SECONDS)
+            .with_grace(LEASE_SECONDS / 3);
+        if let Some(identity) = &self.identity {
+            builder = builder.with_identity(identity);
+        }
+        let manager = builder.build().await.map_err(|source| Error {
+            namespace: self.namespace.clone(),
+            lease: self.lease.clone(),
+            source,
+        })?;
+        let (mut leading, renewer) = manager.watch().await;
+        tracing::info!(lease = %self.lease, "waiting to lead");
+        while !*leading.borrow_and_update() {
+            if leading.changed().await.is_err() {
+                break;
+            }
+        }
+        tracing::info!(lease = %self.lease, "leading");
+        Ok(Leadership { leading, renewer })
+    }
+}
+
+/// Runs one term of `term` until it returns; once `end` resolves, tells the term so and
+/// waits for it to finish what it has in flight.
+async fn serve<F, Fut>(term: &mut F, end: impl Future<Output = ()>)
+where
+    F: FnMut(Term) -> Fut,
+    Fut: Future<Output = ()>,
+{
+    let (ended, receiver) = watch::channel(false);
+    let work = term(Term { ended: receiver });
+    tokio::pin!(work);
+    tokio::select! {
+        () = &mut work => return,
+        () = end => {}
+    }
+    ended.send_replace(true);
+    work.await;
+}
+
+/// This replica's hold on the Lease, renewed in the background until it is released.
+struct Leadership {
     leading: watch::Receiver<bool>,
-    _renewer: JoinHandle<Result<LeaseManager, LeaseManagerError>>,
+    renewer: JoinHandle<Result<LeaseManager, LeaseManagerError>>,
 }
 
 impl Leadership {
-    /// Resolves when this replica stops leading, to stop its controllers gracefully.
-    pub fn lost(&self) -> impl Future<Output = ()> + Send + Sync + 'static {
+    /// Whether this replica still holds the Lease.
+    fn is_leading(&self) -> bool {
+        *self.leading.borrow()
+    }
+
+    /// Resolves when this replica stops leading.
+    fn lost(&self) -> impl Future<Output = ()> + Send + Sync + 'static {
         let mut leading = self.leading.clone();
         async move {
-            while *leading.borrow_and_update() {
-                if leading.changed().await.is_err() {
-                    break;
-                }
-            }
-            tracing::warn!("lost leadership; stopping");
+            // A renewer that ended cannot renew: leadership is as good as lost.
+            let _ = leading.wait_for(|leading| !*leading).await;
         }
     }
-}
 
-/// Waits until this replica leads the Lease `lease` in `namespace`, under its pod's name.
-/// `None`, at once, when leader election is off.
-pub async fn lead(
-    client: Client,
-    lease: &str,
-    namespace: &str,
-    settings: &Common,
-) -> Result<Option<Leadership>, Error> {
-    if !settings.leader_election {
-        return Ok(None);
-    }
-    let mut builder = LeaseManagerBuilder::new(client, lease)
-        .with_namespace(namespace)
-        .with_duration(LEASE_SECONDS)
-        .with_grace(LEASE_SECONDS / 3);
-    if let Some(pod) = &settings.pod_name {
-        builder = builder.with_identity(pod);
-    }
-    let manager = builder.build().await.map_err(|source| Error {
-        namespace: namespace.to_owned(),
-        lease: lease.to_owned(),
-        source,
-    })?;
-    let (mut leading, renewer) = manager.watch().await;
-    tracing::info!(lease, "waiting to lead");
-    while !*leading.borrow_and_update() {
-        if leading.changed().await.is_err() {
-            break;
+    /// Hands the Lease back, so that another replica takes it at once rather than after it
+    /// expires; gives up after [`RELEASE_TIMEOUT`].
+    async fn release(self) {
+        // The renewer releases the Lease once nobody watches it any more.
+        drop(self.leading);
+        match tokio::time::timeout(RELEASE_TIMEOUT, self.renewer).await {
+            Ok(Ok(Ok(_))) => tracing::info!("released the Lease"),
+            Ok(Ok(Err(error))) => tracing::warn!(%error, "could not release the Lease"),
+            Ok(Err(_)) | Err(_) => tracing::warn!("could not release the Lease in time"),
         }
     }
-    tracing::info!(lease, "leading");
-    Ok(Some(Leadership {
-        leading,
-        _renewer: renewer,
-    }))
 }
 
 #[cfg(test)]
@@ -95,12 +232,15 @@ mod tests {
     use serde_json::{Value, json};
 
     use super::*;
+    use crate::{metrics::ReadyWhen, shutdown::Trigger};
 
     /// A fake Lease endpoint: the one Lease it keeps, and the paths it was asked for.
     #[derive(Default)]
     struct LeaseServer {
         lease: Option<Value>,
         paths: Vec<String>,
+        /// Answer patches without applying them, as if another replica's write won each race.
+        ignore_patches: bool,
     }
 
     /// Merges `patch` into `into` as a JSON merge patch does: `null` removes a key.
@@ -155,6 +295,9 @@ mod tests {
                 server.lease = Some(lease.clone());
                 (StatusCode::CREATED, lease)
             }
+            (&http::Method::PATCH, Some(lease)) if server.ignore_patches => {
+                (StatusCode::OK, lease.clone())
+            }
             (&http::Method::PATCH, Some(lease)) => {
                 let patch: Value = serde_json::from_slice(body).expect("a patch");
                 merge(lease, &patch);
@@ -172,32 +315,85 @@ mod tests {
         }
     }
 
-    #[tokio::test]
-    async fn with_election_off_it_runs_at_once_without_asking_the_api_server() {
-        let server = Arc::new(Mutex::new(LeaseServer::default()));
-        let leadership = lead(
-            client_of(Arc::clone(&server)),
+    fn election(server: &Arc<Mutex<LeaseServer>>, leader_election: bool) -> (Election, Trigger) {
+        let (shutdown, trigger) = Shutdown::manual();
+        let election = Election::new(
+            client_of(Arc::clone(server)),
             "op",
             "ops",
-            &settings(false),
+            &settings(leader_election),
         )
-        .await
-        .expect("no election");
-        assert!(leadership.is_none());
+        .with_shutdown(shutdown);
+        (election, trigger)
+    }
+
+    fn holder(server: &Arc<Mutex<LeaseServer>>) -> Value {
+        let server = server.lock().expect("lock");
+        server.lease.as_ref().expect("a Lease")["spec"]["holderIdentity"].clone()
+    }
+
+    /// What the terms of a run did, in order.
+    #[derive(Debug, PartialEq)]
+    enum Seen {
+        Started(usize),
+        Ended(usize),
+    }
+
+    /// Runs `election` in a task whose terms report to the returned channel.
+    fn run_terms(
+        election: Election,
+        metrics: Arc<Metrics>,
+    ) -> (
+        tokio::sync::mpsc::UnboundedReceiver<Seen>,
+        JoinHandle<Result<(), Error>>,
+    ) {
+        let (seen, receiver) = tokio::sync::mpsc::unbounded_channel();
+        let run = tokio::spawn(async move {
+            let mut terms = 0;
+            election
+                .run(&metrics, |term| {
+                    terms += 1;
+                    let (number, seen) = (terms, seen.clone());
+                    async move {
+                        let _ = seen.send(Seen::Started(number));
+                        term.ended().await;
+                        let _ = seen.send(Seen::Ended(number));
+                    }
+                })
+                .await
+        });
+        (receiver, run)
+    }
+
+    async fn next(seen: &mut tokio::sync::mpsc::UnboundedReceiver<Seen>) -> Seen {
+        tokio::time::timeout(Duration::from_secs(120), seen.recv())
+            .await
+            .expect("the run goes on")
+            .expect("the run is alive")
+    }
+
+    #[tokio::test]
+    async fn with_election_off_one_term_runs_at_once_until_the_stop() {
+        let server = Arc::new(Mutex::new(LeaseServer::default()));
+        let (election, stop) = election(&server, false);
+        let metrics = Arc::new(Metrics::new(ReadyWhen::WatchesListed(1)));
+        let (mut seen, run) = run_terms(election, Arc::clone(&metrics));
+        assert_eq!(next(&mut seen).await, Seen::Started(1));
+        assert!(metrics.render().contains("operator_leader 1\n"));
+        stop.stop();
+        assert_eq!(next(&mut seen).await, Seen::Ended(1));
+        run.await.expect("joined").expect("no election to fail");
         assert!(server.lock().expect("lock").paths.is_empty());
     }
 
     #[tokio::test]
     async fn a_replica_takes_a_free_lease_under_its_pod_name_in_its_namespace() {
         let server = Arc::new(Mutex::new(LeaseServer::default()));
-        let leadership = tokio::time::timeout(
-            Duration::from_secs(10),
-            lead(client_of(Arc::clone(&server)), "op", "ops", &settings(true)),
-        )
-        .await
-        .expect("a free Lease is taken at once")
-        .expect("the election ran");
-        assert!(leadership.is_some());
+        let (election, _stop) = election(&server, true);
+        tokio::time::timeout(Duration::from_secs(10), election.campaign())
+            .await
+            .expect("a free Lease is taken at once")
+            .expect("the election ran");
         let server = server.lock().expect("lock");
         let spec = &server.lease.as_ref().expect("a Lease was created")["spec"];
         assert_eq!(spec["holderIdentity"], "operator-7d9f");
@@ -212,37 +408,75 @@ mod tests {
         );
     }
 
-    #[tokio::test]
-    async fn a_lease_another_replica_renews_keeps_this_one_waiting() {
-        let now = k8s_openapi::jiff::Timestamp::now();
-        let held = json!({
+    fn held_by_another(renewed: k8s_openapi::jiff::Timestamp, seconds: u64) -> Value {
+        json!({
             "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
             "metadata": {"name": "op", "namespace": "ops", "resourceVersion": "1"},
             "spec": {
                 "holderIdentity": "operator-other",
-                "leaseDurationSeconds": 3600,
-                "acquireTime": now.to_string(),
-                "renewTime": now.to_string()
+                "leaseDurationSeconds": seconds,
+                "acquireTime": renewed.to_string(),
+                "renewTime": renewed.to_string()
             }
-        });
+        })
+    }
+
+    #[tokio::test]
+    async fn a_lease_another_replica_renews_keeps_this_one_waiting_until_the_stop() {
+        let now = k8s_openapi::jiff::Timestamp::now();
         let server = Arc::new(Mutex::new(LeaseServer {
-            lease: Some(held),
-            paths: Vec::new(),
+            lease: Some(held_by_another(now, 3600)),
+            ..LeaseServer::default()
         }));
-        let waiting = tokio::time::timeout(
-            Duration::from_millis(500),
-            lead(client_of(Arc::clone(&server)), "op", "ops", &settings(true)),
-        )
-        .await;
+        let (election, stop) = election(&server, true);
+        let metrics = Arc::new(Metrics::new(ReadyWhen::WatchesListed(1)));
+        let (mut seen, run) = run_terms(election, Arc::clone(&metrics));
+        let waiting = tokio::time::timeout(Duration::from_millis(500), seen.recv()).await;
         assert!(
             waiting.is_err(),
             "it must not lead while another replica holds the Lease"
         );
-        let server = server.lock().expect("lock");
-        let spec = &server.lease.as_ref().expect("the Lease")["spec"];
+        assert!(metrics.is_ready(), "a standby is ready to take over");
+        stop.stop();
+        tokio::time::timeout(Duration::from_secs(5), run)
+            .await
+            .expect("a stop ends the wait for the Lease")
+            .expect("joined")
+            .expect("no failure");
+        assert!(seen.try_recv().is_err(), "no term ran");
+        assert_eq!(holder(&server), "operator-other", "the holder is untouched");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_replica_that_loses_the_lease_ends_its_term_and_campaigns_again() {
+        let server = Arc::new(Mutex::new(LeaseServer::default()));
+        let (election, stop) = election(&server, true);
+        let metrics = Arc::new(Metrics::new(ReadyWhen::WatchesListed(1)));
+        let (mut seen, run) = run_terms(election, Arc::clone(&metrics));
+        assert_eq!(next(&mut seen).await, Seen::Started(1));
+        // Another replica took the Lease while this one could not renew it, and this one's
+        // renewals now lose each race.
+        {
+            let mut server = server.lock().expect("lock");
+            let expired = k8s_openapi::jiff::Timestamp::now() - Duration::from_secs(60);
+            server.lease = Some(held_by_another(expired, LEASE_SECONDS));
+            server.ignore_patches = true;
+        }
+        assert_eq!(next(&mut seen).await, Seen::Ended(1), "the term ends");
+        assert!(metrics.render().contains("operator_leader 0\n"));
+        assert!(!run.is_finished(), "the process campaigns again, not exits");
+        server.lock().expect("lock").ignore_patches = false;
+        // The other replica's hold expired: this one takes the Lease back.
+        assert_eq!(next(&mut seen).await, Seen::Started(2));
+        assert!(metrics.render().contains("operator_leader 1\n"));
+        assert_eq!(holder(&server), "operator-7d9f");
+        stop.stop();
+        assert_eq!(next(&mut seen).await, Seen::Ended(2));
+        run.await.expect("joined").expect("no failure");
         assert_eq!(
-            spec["holderIdentity"], "operator-other",
-            "the holder is untouched"
+            holder(&server),
+            Value::Null,
+            "a stopping leader hands the Lease back"
         );
     }
 }

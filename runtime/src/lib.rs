@@ -12,7 +12,11 @@
 //! - [`endpoints`]: `/metrics`, `/healthz` and `/readyz` over HTTP;
 //! - [`backoff`]: how a failed watch is retried, capped at a few seconds, and at once after a
 //!   410 Gone;
-//! - [`leader`]: leader election on a Lease, so that of several replicas one reconciles;
+//! - [`leader`]: leader election on a Lease, so that of several replicas one reconciles, in
+//!   terms: a replica that loses the Lease campaigns again in process;
+//! - [`shutdown`]: SIGTERM or Ctrl+C, heard across leadership terms;
+//! - [`cache`]: a cache's writing half that outlives a term, and the caches' sizes as a
+//!   metric;
 //! - `admission` (feature `webhooks`): the admission review around an operator's own hooks;
 //! - `certificates` (feature `webhooks`): the webhooks' serving certificate, kept in a Secret,
 //!   and its CA published where the API server reads it;
@@ -29,6 +33,7 @@
 #[cfg(feature = "webhooks")]
 pub mod admission;
 pub mod backoff;
+pub mod cache;
 #[cfg(feature = "webhooks")]
 pub mod certificates;
 pub mod client;
@@ -38,6 +43,7 @@ pub mod logging;
 pub mod metrics;
 pub mod process;
 pub mod settings;
+pub mod shutdown;
 #[cfg(feature = "webhooks")]
 pub mod webhook_server;
 

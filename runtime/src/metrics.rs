@@ -7,9 +7,15 @@
 //! many watches are still listing, and the process's CPU and memory ([`crate::process`]).
 
 use std::{
-    sync::atomic::{AtomicBool, AtomicUsize, Ordering},
+    hash::Hash,
+    sync::{
+        Arc,
+        atomic::{AtomicBool, AtomicUsize, Ordering},
+    },
     time::Instant,
 };
+
+use kube::{Resource, runtime::reflector::Store};
 
 use prometheus_client::{
     encoding::{
@@ -25,7 +31,11 @@ use prometheus_client::{
     registry::Registry,
 };
 
-use crate::{client::API_REQUESTS, process::ProcessCollector};
+use crate::{
+    cache::{CacheSizes, CacheSizesCollector},
+    client::API_REQUESTS,
+    process::ProcessCollector,
+};
 
 /// An error a reconcile can fail with, as the metrics and the backoff see it.
 pub trait Retryable {
@@ -103,6 +113,8 @@ pub struct Metrics {
     leader: Gauge,
     /// Whether the webhooks still wait for their certificate.
     webhooks_pending: AtomicBool,
+    /// The caches counted in `operator_cache_objects`.
+    caches: Arc<CacheSizes>,
     ready_when: ReadyWhen,
 }
 
@@ -151,6 +163,8 @@ impl Metrics {
             "Watches that have not yet listed everything since start-up",
             watches_pending.clone(),
         );
+        let caches = Arc::new(CacheSizes::default());
+        registry.register_collector(Box::new(CacheSizesCollector(Arc::clone(&caches))));
         let mut process = Registry::default();
         process.register_collector(Box::new(ProcessCollector));
         let webhook_requests = Family::<WebhookLabels, Counter>::default();
@@ -176,6 +190,7 @@ impl Metrics {
             watches_pending,
             leader,
             webhooks_pending: AtomicBool::new(true),
+            caches,
             ready_when,
         }
     }
@@ -209,9 +224,35 @@ impl Metrics {
         }
     }
 
-    /// Notes that this replica leads from now on: it took the Lease, or runs without one.
+    /// Notes that this replica leads from now on (it took the Lease, or runs without one), and
+    /// so starts its watches, which have all to list again.
     pub fn leading(&self) {
+        let watches = self.watches();
+        self.unsynced.store(watches, Ordering::SeqCst);
+        self.watches_pending
+            .set(i64::try_from(watches).unwrap_or(i64::MAX));
         self.leader.set(1);
+    }
+
+    /// Notes that this replica stopped leading and waits for the Lease again.
+    pub fn standing_by(&self) {
+        self.leader.set(0);
+    }
+
+    fn watches(&self) -> usize {
+        match self.ready_when {
+            ReadyWhen::WatchesListed(watches) | ReadyWhen::WebhooksServe { watches } => watches,
+        }
+    }
+
+    /// Serves how many objects `store` holds as the cache of `kind`, in place of an earlier
+    /// cache of that kind.
+    pub fn count_cache<K>(&self, kind: &str, store: Store<K>)
+    where
+        K: Resource + Clone + Send + Sync + 'static,
+        K::DynamicType: Eq + Hash + Clone + Send + Sync,
+    {
+        self.caches.count(kind, store);
     }
 
     /// Notes that the webhooks serve with a certificate.
@@ -239,10 +280,14 @@ impl Metrics {
         self.webhook_requests.get_or_create(&labels).inc();
     }
 
-    /// Whether this replica is ready, as [`ReadyWhen`] says.
+    /// Whether this replica is ready, as [`ReadyWhen`] says. A replica waiting for the Lease
+    /// is ready to take over: were it not, a rolling update of two replicas would wait for a
+    /// new pod that cannot lead until an old one, which the update keeps, stops.
     pub fn is_ready(&self) -> bool {
         match self.ready_when {
-            ReadyWhen::WatchesListed(_) => self.unsynced.load(Ordering::SeqCst) == 0,
+            ReadyWhen::WatchesListed(_) => {
+                self.leader.get() == 0 || self.unsynced.load(Ordering::SeqCst) == 0
+            }
             ReadyWhen::WebhooksServe { .. } => !self.webhooks_pending.load(Ordering::SeqCst),
         }
     }
@@ -274,8 +319,10 @@ mod tests {
     }
 
     #[test]
-    fn readiness_waits_for_every_watch() {
+    fn a_leader_is_ready_once_every_watch_listed_and_a_standby_at_once() {
         let metrics = Metrics::new(ReadyWhen::WatchesListed(2));
+        assert!(metrics.is_ready(), "a standby is ready to take over");
+        metrics.leading();
         assert!(!metrics.is_ready());
         metrics.watch_synced();
         assert!(!metrics.is_ready());
@@ -294,14 +341,30 @@ mod tests {
         let text = metrics.render();
         assert!(text.contains("operator_watches_pending 2\n"), "{text}");
         assert!(text.contains("operator_leader 0\n"), "{text}");
-        metrics.watch_synced();
         metrics.leading();
+        metrics.watch_synced();
         let text = metrics.render();
         assert!(text.contains("operator_watches_pending 1\n"), "{text}");
         assert!(text.contains("operator_leader 1\n"), "{text}");
         metrics.watch_synced();
         metrics.watch_synced();
         assert!(metrics.render().contains("operator_watches_pending 0\n"));
+    }
+
+    #[test]
+    fn a_new_term_lists_every_watch_again() {
+        let metrics = Metrics::new(ReadyWhen::WatchesListed(2));
+        metrics.leading();
+        metrics.watch_synced();
+        metrics.watch_synced();
+        metrics.standing_by();
+        let text = metrics.render();
+        assert!(text.contains("operator_leader 0\n"), "{text}");
+        assert!(metrics.is_ready(), "standing by again");
+        metrics.leading();
+        let text = metrics.render();
+        assert!(text.contains("operator_watches_pending 2\n"), "{text}");
+        assert!(!metrics.is_ready(), "the new term's watches have not listed");
     }
 
     #[cfg(target_os = "linux")]

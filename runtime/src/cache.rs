@@ -1,0 +1,246 @@
+//! The operator's caches (kube's reflector stores) beyond what kube gives: a writing half that
+//! outlives one leadership term, and how many objects each cache holds, as a metric.
+
+use std::{
+    collections::BTreeMap,
+    hash::Hash,
+    sync::{Arc, Mutex},
+};
+
+use futures::{Stream, StreamExt};
+use kube::{
+    Resource,
+    runtime::{
+        reflector::{Store, store::Writer},
+        watcher,
+    },
+};
+use prometheus_client::{
+    collector::Collector,
+    encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric},
+    metrics::{MetricType, gauge::ConstGauge},
+};
+
+/// The writing half of a cache, shared so that each leadership term's watch feeds the same
+/// cache in turn; kube's `reflect` takes its writer for good. Between terms the cache keeps
+/// the last term's objects, and the next term's watch lists into it as a relist after a
+/// watch error would.
+pub struct Feed<K>
+where
+    K: Resource + Clone + 'static,
+    K::DynamicType: Eq + Hash + Clone,
+{
+    writer: Arc<Mutex<Writer<K>>>,
+}
+
+impl<K> Clone for Feed<K>
+where
+    K: Resource + Clone + 'static,
+    K::DynamicType: Eq + Hash + Clone,
+{
+    fn clone(&self) -> Self {
+        Self {
+            writer: Arc::clone(&self.writer),
+        }
+    }
+}
+
+impl<K> From<Writer<K>> for Feed<K>
+where
+    K: Resource + Clone + 'static,
+    K::DynamicType: Eq + Hash + Clone,
+{
+    fn from(writer: Writer<K>) -> Self {
+        Self {
+            writer: Arc::new(Mutex::new(writer)),
+        }
+    }
+}
+
+impl<K> Feed<K>
+where
+    K: Resource + Clone + 'static,
+    K::DynamicType: Eq + Hash + Clone,
+{
+    /// Applies one watch event to the cache, as the watch does; for tests that fill a cache
+    /// by hand.
+    pub fn apply_watcher_event(&self, event: &watcher::Event<K>) {
+        self.writer
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .apply_watcher_event(event);
+    }
+}
+
+/// Feeding a [`Feed`] from a watch.
+pub trait FeedExt<K>: Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Sized
+where
+    K: Resource + Clone + 'static,
+    K::DynamicType: Eq + Hash + Clone,
+{
+    /// Applies each event to `feed`'s cache before passing it on, as kube's `reflect` does.
+    fn reflect_into(
+        self,
+        feed: &Feed<K>,
+    ) -> impl Stream<Item = Result<watcher::Event<K>, watcher::Error>> {
+        let feed = feed.clone();
+        self.inspect(move |event| {
+            if let Ok(event) = event {
+                feed.apply_watcher_event(event);
+            }
+        })
+    }
+}
+
+impl<K, S> FeedExt<K> for S
+where
+    S: Stream<Item = Result<watcher::Event<K>, watcher::Error>>,
+    K: Resource + Clone + 'static,
+    K::DynamicType: Eq + Hash + Clone,
+{
+}
+
+/// How many objects a cache holds, read when asked.
+type Size = Box<dyn Fn() -> usize + Send + Sync>;
+
+/// The sizes of the operator's caches by kind, served as `operator_cache_objects{kind}` and
+/// read from the caches at each scrape, so they cost nothing between scrapes.
+#[derive(Default)]
+pub struct CacheSizes {
+    sizes: Mutex<BTreeMap<String, Size>>,
+}
+
+impl std::fmt::Debug for CacheSizes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let sizes = self.sizes.lock().unwrap_or_else(|p| p.into_inner());
+        f.debug_list().entries(sizes.keys()).finish()
+    }
+}
+
+/// The label of a cache's size.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct KindLabel {
+    kind: String,
+}
+
+impl CacheSizes {
+    /// Counts `store` as the cache of `kind`, in place of any cache of that kind before (a
+    /// new term's).
+    pub fn count<K>(&self, kind: &str, store: Store<K>)
+    where
+        K: Resource + Clone + Send + Sync + 'static,
+        K::DynamicType: Eq + Hash + Clone + Send + Sync,
+    {
+        self.sizes
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(kind.to_owned(), Box::new(move || store.len()));
+    }
+}
+
+/// Serves [`CacheSizes`] at a scrape; shares them with the [`crate::metrics::Metrics`] that
+/// counts caches.
+#[derive(Debug)]
+pub(crate) struct CacheSizesCollector(pub(crate) Arc<CacheSizes>);
+
+impl Collector for CacheSizesCollector {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let sizes = self.0.sizes.lock().unwrap_or_else(|p| p.into_inner());
+        let mut family = encoder.encode_descriptor(
+            "cache_objects",
+            "Objects in this replica's caches, by kind",
+            None,
+            MetricType::Gauge,
+        )?;
+        for (kind, size) in sizes.iter() {
+            let label = KindLabel { kind: kind.clone() };
+            let size = i64::try_from(size()).unwrap_or(i64::MAX);
+            ConstGauge::new(size).encode(family.encode_family(&label)?)?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use kube::{api::ObjectMeta, runtime::reflector};
+
+    use super::*;
+
+    fn config_map(name: &str) -> ConfigMap {
+        ConfigMap {
+            metadata: ObjectMeta {
+                name: Some(name.to_owned()),
+                namespace: Some("default".to_owned()),
+                ..ObjectMeta::default()
+            },
+            ..ConfigMap::default()
+        }
+    }
+
+    #[tokio::test]
+    async fn a_feed_outlives_one_watch_and_the_next_lists_into_the_same_cache() {
+        let (store, writer) = reflector::store::<ConfigMap>();
+        let feed = Feed::from(writer);
+        let first = futures::stream::iter([
+            Ok(watcher::Event::Init),
+            Ok(watcher::Event::InitApply(config_map("a"))),
+            Ok(watcher::Event::InitApply(config_map("b"))),
+            Ok(watcher::Event::InitDone),
+        ]);
+        first.reflect_into(&feed).for_each(|_| async {}).await;
+        assert_eq!(store.len(), 2);
+        // The next term's watch lists again; only what it lists stays.
+        let second = futures::stream::iter([
+            Ok(watcher::Event::Init),
+            Ok(watcher::Event::InitApply(config_map("b"))),
+            Ok(watcher::Event::InitDone),
+            Ok(watcher::Event::Apply(config_map("c"))),
+        ]);
+        second.reflect_into(&feed).for_each(|_| async {}).await;
+        let mut names: Vec<_> = store
+            .state()
+            .iter()
+            .filter_map(|cm| cm.metadata.name.clone())
+            .collect();
+        names.sort();
+        assert_eq!(names, ["b", "c"]);
+    }
+
+    #[tokio::test]
+    async fn cache_sizes_are_read_at_each_scrape_by_kind() {
+        let sizes = Arc::new(CacheSizes::default());
+        let (store, writer) = reflector::store::<ConfigMap>();
+        let feed = Feed::from(writer);
+        sizes.count("ConfigMap", store);
+        let mut registry = prometheus_client::registry::Registry::with_prefix("operator");
+        registry.register_collector(Box::new(CacheSizesCollector(Arc::clone(&sizes))));
+        let render = |registry: &prometheus_client::registry::Registry| {
+            let mut text = String::new();
+            prometheus_client::encoding::text::encode(&mut text, registry).expect("text");
+            text
+        };
+        assert!(
+            render(&registry).contains("operator_cache_objects{kind=\"ConfigMap\"} 0\n"),
+            "{}",
+            render(&registry)
+        );
+        feed.apply_watcher_event(&watcher::Event::Apply(config_map("a")));
+        feed.apply_watcher_event(&watcher::Event::Apply(config_map("b")));
+        assert!(
+            render(&registry).contains("operator_cache_objects{kind=\"ConfigMap\"} 2\n"),
+            "{}",
+            render(&registry)
+        );
+        // A new term's cache of the same kind replaces the old one.
+        let (fresh, _writer) = reflector::store::<ConfigMap>();
+        sizes.count("ConfigMap", fresh);
+        let text = render(&registry);
+        assert!(
+            text.contains("operator_cache_objects{kind=\"ConfigMap\"} 0\n"),
+            "{text}"
+        );
+        assert_eq!(text.matches("kind=\"ConfigMap\"").count(), 1, "{text}");
+    }
+}
