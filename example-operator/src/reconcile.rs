@@ -226,7 +226,7 @@ mod tests {
     async fn first_reconcile_applies_the_child_and_the_second_writes_nothing() {
         let (service, handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
         let ctx = Arc::new(Context::new(kube::Client::new(service, "default")));
-        let mut caches = ctx
+        let caches = ctx
             .take_child_writers()
             .expect("nothing feeds the caches yet");
         caches

@@ -81,9 +81,8 @@ where
     /// Applies each event to `feed`'s cache before passing it on, as kube's `reflect` does.
     fn reflect_into(
         self,
-        feed: &Feed<K>,
+        feed: Feed<K>,
     ) -> impl Stream<Item = Result<watcher::Event<K>, watcher::Error>> {
-        let feed = feed.clone();
         self.inspect(move |event| {
             if let Ok(event) = event {
                 feed.apply_watcher_event(event);
@@ -189,7 +188,7 @@ mod tests {
             Ok(watcher::Event::InitApply(config_map("b"))),
             Ok(watcher::Event::InitDone),
         ]);
-        first.reflect_into(&feed).for_each(|_| async {}).await;
+        first.reflect_into(feed.clone()).for_each(|_| async {}).await;
         assert_eq!(store.len(), 2);
         // The next term's watch lists again; only what it lists stays.
         let second = futures::stream::iter([
@@ -198,7 +197,7 @@ mod tests {
             Ok(watcher::Event::InitDone),
             Ok(watcher::Event::Apply(config_map("c"))),
         ]);
-        second.reflect_into(&feed).for_each(|_| async {}).await;
+        second.reflect_into(feed.clone()).for_each(|_| async {}).await;
         let mut names: Vec<_> = store
             .state()
             .iter()

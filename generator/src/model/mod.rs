@@ -99,7 +99,6 @@ pub struct Operator {
     /// here so a crate with fewer relations compiles without unused imports.
     pub uses_predicate_combine: bool,
     pub uses_resource_ext: bool,
-    pub uses_resource: bool,
     /// Whether `Context::patch_status` is generated: the primary has a typed status behind a
     /// `/status` subresource.
     pub status_helper: bool,
@@ -362,7 +361,6 @@ pub fn analyze(
                 .any(|w| w.rule != relations::MapKind::Field || namespaced)
             || (finalizer && namespaced)
             || status_helper,
-        uses_resource: !relations.owns.is_empty() || condition.is_some(),
         has_sample,
         mock_tests: has_sample && (finalizer || condition.is_some() || owned_sample.is_some()),
         condition,

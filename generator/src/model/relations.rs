@@ -389,6 +389,7 @@ const CONTROLLER_NAMES: &[&str] = &[
     "Controller",
     "Duration",
     "Error",
+    "Feed",
     "HashMap",
     "Instant",
     "Mutex",
