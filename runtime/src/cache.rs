@@ -188,7 +188,10 @@ mod tests {
             Ok(watcher::Event::InitApply(config_map("b"))),
             Ok(watcher::Event::InitDone),
         ]);
-        first.reflect_into(feed.clone()).for_each(|_| async {}).await;
+        first
+            .reflect_into(feed.clone())
+            .for_each(|_| async {})
+            .await;
         assert_eq!(store.len(), 2);
         // The next term's watch lists again; only what it lists stays.
         let second = futures::stream::iter([
@@ -197,7 +200,10 @@ mod tests {
             Ok(watcher::Event::InitDone),
             Ok(watcher::Event::Apply(config_map("c"))),
         ]);
-        second.reflect_into(feed.clone()).for_each(|_| async {}).await;
+        second
+            .reflect_into(feed.clone())
+            .for_each(|_| async {})
+            .await;
         let mut names: Vec<_> = store
             .state()
             .iter()

@@ -144,6 +144,14 @@ impl Certificate {
         })
     }
 
+    /// When the serving certificate (the first in the chain) expires, in seconds since the
+    /// Unix epoch; `None` if it cannot be read, which [`Certificate::server_config`] reports.
+    pub fn expires_at(&self) -> Option<i64> {
+        let (_, pem) = x509_parser::pem::parse_x509_pem(&self.chain).ok()?;
+        let certificate = pem.parse_x509().ok()?;
+        Some(certificate.validity().not_after.timestamp())
+    }
+
     /// A rustls server configuration presenting this certificate.
     pub fn server_config(&self) -> Result<Arc<rustls::ServerConfig>, Error> {
         let unusable = |e: &dyn std::fmt::Display| Error::Unusable(e.to_string());
@@ -420,6 +428,23 @@ mod tests {
         assert_ne!(issued, again, "each issue makes new keys");
         assert!(names.contains(&"my-operator.operators.svc".to_owned()));
         assert!(names.contains(&"127.0.0.1".to_owned()));
+    }
+
+    #[test]
+    fn an_issued_certificate_expires_after_its_validity() {
+        let certificate = Certificate::issue("svc", &names("svc", "ns")).expect("issued");
+        let now = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .expect("after the epoch")
+            .as_secs();
+        let expires = certificate.expires_at().expect("a readable certificate");
+        let expected = i64::try_from(now + VALIDITY.as_secs()).expect("fits");
+        assert!((expires - expected).abs() < 120, "{expires} vs {expected}");
+        let garbage = Certificate {
+            chain: b"not a certificate".to_vec(),
+            ..certificate
+        };
+        assert_eq!(garbage.expires_at(), None);
     }
 
     #[test]

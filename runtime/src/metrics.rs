@@ -105,6 +105,9 @@ pub struct Metrics {
     /// Webhook requests answered, by hook and outcome; registered only with webhooks, and
     /// described once [`Metrics::expect_webhook_answers`] names the hooks.
     webhook_requests: Family<WebhookLabels, Counter>,
+    /// When the served webhook certificate expires; registered only with webhooks, and 0
+    /// until one is served.
+    certificate_expiry: Gauge,
     /// Watches that have not yet listed everything.
     unsynced: AtomicUsize,
     /// [`Metrics::unsynced`], as served.
@@ -168,11 +171,17 @@ impl Metrics {
         let mut process = Registry::default();
         process.register_collector(Box::new(ProcessCollector));
         let webhook_requests = Family::<WebhookLabels, Counter>::default();
+        let certificate_expiry = Gauge::default();
         if matches!(ready_when, ReadyWhen::WebhooksServe { .. }) {
             registry.register(
                 "webhook_requests",
                 "Webhook requests answered, by hook and outcome",
                 webhook_requests.clone(),
+            );
+            registry.register(
+                "webhook_certificate_expiry_timestamp_seconds",
+                "When the certificate the webhooks serve expires, in seconds since the Unix epoch (0 before one is served)",
+                certificate_expiry.clone(),
             );
         }
         let watches = match ready_when {
@@ -186,6 +195,7 @@ impl Metrics {
             errors,
             duration,
             webhook_requests,
+            certificate_expiry,
             unsynced: AtomicUsize::new(watches),
             watches_pending,
             leader,
@@ -258,6 +268,13 @@ impl Metrics {
     /// Notes that the webhooks serve with a certificate.
     pub fn serving(&self) {
         self.webhooks_pending.store(false, Ordering::SeqCst);
+    }
+
+    /// Notes when the certificate the webhooks now serve expires, if it could be read.
+    pub fn certificate_expires(&self, at: Option<i64>) {
+        if let Some(at) = at {
+            self.certificate_expiry.set(at);
+        }
     }
 
     /// Makes `hook`'s answers with each of `outcomes` series at zero, so they are in the text
@@ -364,7 +381,10 @@ mod tests {
         metrics.leading();
         let text = metrics.render();
         assert!(text.contains("operator_watches_pending 2\n"), "{text}");
-        assert!(!metrics.is_ready(), "the new term's watches have not listed");
+        assert!(
+            !metrics.is_ready(),
+            "the new term's watches have not listed"
+        );
     }
 
     #[cfg(target_os = "linux")]
@@ -464,6 +484,17 @@ mod tests {
             ),
             "{text}"
         );
+    }
+
+    #[test]
+    fn the_served_certificates_expiry_is_kept_until_a_readable_one_replaces_it() {
+        let metrics = Metrics::new(ReadyWhen::WebhooksServe { watches: 1 });
+        let expiry = "operator_webhook_certificate_expiry_timestamp_seconds";
+        assert!(metrics.render().contains(&format!("{expiry} 0\n")));
+        metrics.certificate_expires(Some(1_900_000_000));
+        metrics.certificate_expires(None);
+        let text = metrics.render();
+        assert!(text.contains(&format!("{expiry} 1900000000\n")), "{text}");
     }
 
     #[test]

@@ -46,10 +46,12 @@ pub async fn serve(
     };
     certificates.publish_ca(&[&current]).await;
     metrics.serving();
+    metrics.certificate_expires(current.expires_at());
     tokio::spawn(async move {
         loop {
             tokio::time::sleep(REFRESH).await;
             current = refresh(&certificates, current, &tls).await;
+            metrics.certificate_expires(current.expires_at());
         }
     });
     tracing::info!(%addr, "serving webhooks");

@@ -665,6 +665,12 @@ impl Suite {
     }
 
     fn apiserver_restart(&mut self) -> Result<()> {
+        // As deploy/ runs it: with leader election, whose Lease the outage outlasts.
+        self.stop("main");
+        self.start("main", true)?;
+        self.eventually("the replica to lead", || {
+            Ok(self.gauge("main", "operator_leader")? == 1.0)
+        })?;
         if let Some(cluster) = &self.env.cluster {
             cluster.restart_apiserver()?;
         }
@@ -690,7 +696,12 @@ impl Suite {
                 self.kind,
             );
         }
-        recovered
+        recovered?;
+        if !self.running("main") {
+            bail!("the operator exited in the outage; it should have campaigned again in process");
+        }
+        self.stop_gracefully("main");
+        self.start("main", false)
     }
 
     /// Polls, as the operator's ServiceAccount, a list of the primary from the API server's
@@ -733,13 +744,73 @@ impl Suite {
         let uid = self.create_primary("replicated")?;
         self.wait_child(&uid, None)?;
         let counts = [self.reconciles("replica-a")?, self.reconciles("replica-b")?];
-        self.stop("replica-a");
-        self.stop("replica-b");
-        self.start("main", false)?;
         if counts.iter().filter(|&&n| n > 0).count() != 1 {
             bail!("reconciles per replica were {counts:?}; exactly one replica should lead");
         }
-        Ok(())
+        self.lease_taken_from_the_leader()?;
+        self.stop("replica-a");
+        self.stop("replica-b");
+        self.start("main", false)
+    }
+
+    /// Takes the Lease from under the leader, as another replica would once an outage kept the
+    /// leader from renewing: the leader stops reconciling, both replicas campaign in process,
+    /// and once the taker's hold expires one of them leads and reconciles again.
+    fn lease_taken_from_the_leader(&mut self) -> Result<()> {
+        let replicas = ["replica-a", "replica-b"];
+        let namespace = self.operator_namespace.clone();
+        let leases = self.admin_json(&["get", "leases", "-n", &namespace, "-o", "json"])?;
+        let lease = leases["items"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|lease| {
+                replicas
+                    .iter()
+                    .any(|r| lease["spec"]["holderIdentity"] == *r)
+            })
+            .and_then(|lease| lease["metadata"]["name"].as_str())
+            .context("no Lease held by a replica")?
+            .to_owned();
+        let now = k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime(
+            k8s_openapi::jiff::Timestamp::now(),
+        );
+        let taken = json!({"spec": {
+            "holderIdentity": "e2e-taker",
+            "acquireTime": now,
+            "renewTime": now,
+            "leaseDurationSeconds": 5,
+        }});
+        self.admin(
+            &[
+                "patch",
+                "lease",
+                &lease,
+                "-n",
+                &namespace,
+                "--type",
+                "merge",
+                "-p",
+                &taken.to_string(),
+            ],
+            None,
+        )?;
+        let leaders = |e2e: &Self| -> Result<usize> {
+            let mut leading = 0;
+            for replica in replicas {
+                leading += usize::from(e2e.gauge(replica, "operator_leader")? == 1.0);
+            }
+            Ok(leading)
+        };
+        self.eventually("the leader to see it lost the Lease", || {
+            Ok(leaders(self)? == 0)
+        })?;
+        self.eventually("one replica to lead again", || Ok(leaders(self)? == 1))?;
+        if let Some(exited) = replicas.iter().find(|r| !self.running(r)) {
+            bail!("{exited} exited on losing the Lease; it should have campaigned again");
+        }
+        let uid = self.create_primary("re-elected")?;
+        self.wait_child(&uid, None).map(drop)
     }
 
     /// The integration test that ships in the crate (`tests/cluster.rs`) runs its own
@@ -1093,6 +1164,40 @@ impl Suite {
     }
 
     /// `operator_reconciles_total` of a running replica, from its metrics endpoint.
+    /// The value of an unlabelled gauge in a replica's metrics.
+    fn gauge(&self, replica: &str, name: &str) -> Result<f64> {
+        let text = self.http_get(replica, "/metrics")?;
+        let prefix = format!("{name} ");
+        text.lines()
+            .find_map(|line| line.strip_prefix(&prefix))
+            .and_then(|n| n.trim().parse().ok())
+            .with_context(|| format!("no {name} in the metrics"))
+    }
+
+    /// Whether a replica's process is still running.
+    fn running(&mut self, replica: &str) -> bool {
+        self.processes
+            .get_mut(replica)
+            .is_some_and(|operator| matches!(operator.child.try_wait(), Ok(None)))
+    }
+
+    /// Stops a replica as the kubelet does, with SIGTERM, so that a leader hands its Lease
+    /// back; kills it if it has not exited within the grace period.
+    fn stop_gracefully(&mut self, replica: &str) {
+        if let Some(mut operator) = self.processes.remove(replica) {
+            if let Ok(pid) = libc::pid_t::try_from(operator.child.id()) {
+                // SAFETY: kill(2) with a pid this process spawned and has not reaped.
+                unsafe { libc::kill(pid, libc::SIGTERM) };
+            }
+            let deadline = Instant::now() + Duration::from_secs(30);
+            while matches!(operator.child.try_wait(), Ok(None)) && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            let _ = operator.child.kill();
+            let _ = operator.child.wait();
+        }
+    }
+
     fn reconciles(&self, replica: &str) -> Result<u64> {
         let text = self.http_get(replica, "/metrics")?;
         text.lines()

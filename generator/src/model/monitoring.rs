@@ -128,6 +128,16 @@ fn alerts(job: &str, webhooks: bool) -> Vec<Alert> {
             "warning",
             "Webhook requests fail or arrive malformed",
         ));
+        alerts.push(alert(
+            "OperatorWebhookCertificateExpiring",
+            // 0 until a replica serves a certificate; such a replica is unready, not expiring.
+            format!(
+                "(operator_webhook_certificate_expiry_timestamp_seconds{{{job}}} > 0) - time() < 7 * 24 * 3600"
+            ),
+            "1h",
+            "warning",
+            "The webhooks' certificate expires within 7 days: its renewal is not working",
+        ));
     }
     alerts
 }
@@ -182,6 +192,14 @@ fn panels(job: &str, webhooks: bool) -> Vec<Panel> {
                     "watches pending",
                 ),
             ],
+        },
+        Panel {
+            title: "Cached objects",
+            unit: "short",
+            queries: vec![(
+                format!("operator_cache_objects{{{job}}}"),
+                "{{instance}} {{kind}}",
+            )],
         },
         Panel {
             title: "Memory",

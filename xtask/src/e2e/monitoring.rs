@@ -171,10 +171,22 @@ fn rule_tests(job: &str, alerts: &[(String, Value)]) -> Result<Value> {
             ",instance=\"a\",hook=\"validate\",outcome=\"failed\"",
             "0x40",
         ),
+        // A certificate that expires in 90 days (promtool's clock starts at the epoch).
+        series(
+            "operator_webhook_certificate_expiry_timestamp_seconds",
+            ",instance=\"a\"",
+            "7776000x40",
+        ),
         // A replica waiting for the Lease: up, not leading, every watch pending, as it should.
         series("up", ",instance=\"b\"", "1x40"),
         series("operator_leader", ",instance=\"b\"", "0x40"),
         series("operator_watches_pending", ",instance=\"b\"", "3x40"),
+        // ... and one still waiting for its certificate.
+        series(
+            "operator_webhook_certificate_expiry_timestamp_seconds",
+            ",instance=\"b\"",
+            "0x40",
+        ),
     ];
     let mut tests = vec![json!({
         "interval": "1m",
@@ -221,6 +233,16 @@ fn rule_tests(job: &str, alerts: &[(String, Value)]) -> Result<Value> {
                 ),
                 "11m",
                 json!({"severity": "warning"}),
+            ),
+            "OperatorWebhookCertificateExpiring" => (
+                // Expires a day after the epoch, and is not renewed.
+                series(
+                    "operator_webhook_certificate_expiry_timestamp_seconds",
+                    ",instance=\"a\"",
+                    "86400x80",
+                ),
+                "62m",
+                json!({"severity": "warning", "job": job, "instance": "a"}),
             ),
             other => bail!("no promtool test for the alert {other}: add one here"),
         };
