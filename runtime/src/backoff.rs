@@ -30,7 +30,8 @@ pub const FIRST: Duration = Duration::from_millis(500);
 pub const CAP: Duration = Duration::from_secs(5);
 
 /// The delays between a watch's retries: doubling from [`FIRST`] to [`CAP`], jittered, and
-/// back to [`FIRST`] once the watch yields anything again (kube's `StreamBackoff` resets it).
+/// back to [`FIRST`] once the API server answers the watch again ([`RetryExt::retried`] resets
+/// it on any event but the watcher's own `Init`).
 ///
 /// ```
 /// use operator_gen_runtime::backoff::{CAP, WatchBackoff};

@@ -6,6 +6,8 @@
 //! - [`settings`]: the flags every operator takes, as a clap struct a generated `Settings`
 //!   flattens;
 //! - [`logging`]: log lines for people or for log pipelines;
+//! - [`traces`]: a span per reconcile whose trace id the log lines carry, exported over OTLP
+//!   with the `otlp` feature;
 //! - [`client`]: a Kubernetes client that counts its requests by verb;
 //! - [`metrics`]: reconcile metrics and readiness, in the Prometheus text format;
 //! - [`process`]: the process's CPU, memory and file descriptors, read from `/proc` per scrape;
@@ -44,6 +46,7 @@ pub mod metrics;
 pub mod process;
 pub mod settings;
 pub mod shutdown;
+pub mod traces;
 #[cfg(feature = "webhooks")]
 pub mod webhook_server;
 

@@ -713,8 +713,15 @@ impl Suite {
         } else {
             "api"
         };
+        // An operator scoped to its namespace may list only there.
+        let namespace = match self.manifest.scope {
+            operator_gen::manifest::Scope::Namespace => {
+                format!("namespaces/{}/", self.operator_namespace)
+            }
+            operator_gen::manifest::Scope::Cluster => String::new(),
+        };
         let path = format!(
-            "/{prefix}/{}/{plural}?resourceVersion=0&limit=1",
+            "/{prefix}/{}/{namespace}{plural}?resourceVersion=0&limit=1",
             self.api_version
         );
         let kubectl = self.env.kubectl.clone();

@@ -313,10 +313,7 @@ pub fn analyze(
         )?),
         _ => None,
     };
-    let crd_newer_than_1_20 = matches!(
-        input,
-        PrimaryInput::Crd { selected, .. } if !crate::kube_1_20::warnings("", &selected.crd).is_empty()
-    );
+    let crd_newer_than_1_20 = facts.newer_than_1_20;
     let predicates = policy::predicates(manifest);
     let mut warnings = facts.warnings.clone();
     warnings.extend(relations.warnings.iter().cloned());

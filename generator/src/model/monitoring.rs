@@ -35,7 +35,7 @@ pub struct Alert {
     /// How long the condition holds before the alert fires.
     pub wait: Constant,
     pub severity: Constant,
-    pub summary: Constant,
+    pub summary: Text,
 }
 
 /// One dashboard panel: a title and its queries with their legends.
@@ -78,7 +78,7 @@ fn alert(
         expr: Text::new(expr),
         wait: Constant(wait),
         severity: Constant(severity),
-        summary: Constant(summary),
+        summary: Text::new(summary),
     }
 }
 

@@ -94,6 +94,9 @@ pub(super) struct PrimaryFacts {
     pub uses_chrono: bool,
     pub generic_kinds: Vec<Related>,
     pub warnings: Vec<String>,
+    /// Whether the CRD uses what the project's Kubernetes 1.20 API server refuses, so the
+    /// generated README says how to install it there.
+    pub newer_than_1_20: bool,
 }
 
 impl PrimaryFacts {
@@ -106,6 +109,7 @@ impl PrimaryFacts {
             uses_chrono: false,
             generic_kinds: Vec::new(),
             warnings: Vec::new(),
+            newer_than_1_20: false,
         }
     }
 }
@@ -204,6 +208,7 @@ fn imported(
         primary.storage_version = version.storage;
         let mut facts = PrimaryFacts::plain(primary, Archetype::Dynamic);
         facts.warnings = crate::kube_1_20::warnings(&selected.origin, crd);
+        facts.newer_than_1_20 = !facts.warnings.is_empty();
         return Ok(facts);
     }
     // The selected version first, then every other served one, each on a core of its own.
@@ -232,6 +237,7 @@ fn imported(
     let mut selected_module = None;
     let mut uses_chrono = types.uses_chrono;
     let mut warnings = crate::kube_1_20::warnings(&selected.origin, crd);
+    let newer_than_1_20 = !warnings.is_empty();
     warnings.extend(types.warnings.iter().cloned());
     for (index, served) in crd
         .spec
@@ -281,6 +287,7 @@ fn imported(
         uses_chrono,
         generic_kinds: Vec::new(),
         warnings,
+        newer_than_1_20,
     })
 }
 

@@ -76,12 +76,14 @@ fn scrape_target(dir: &Path) -> Result<(String, String)> {
             "the ServiceMonitor selects {wanted}, which the Service's labels {labels} do not match"
         );
     }
-    let namespaces = &monitor["spec"]["namespaceSelector"]["matchNames"];
-    if !namespaces
-        .as_array()
-        .is_some_and(|n| n.contains(&service["metadata"]["namespace"]))
-    {
-        bail!("the ServiceMonitor looks in {namespaces}, not in the Service's namespace");
+    // Without a namespaceSelector, prometheus-operator looks in the ServiceMonitor's own
+    // namespace.
+    let namespaces = match monitor["spec"]["namespaceSelector"]["matchNames"].as_array() {
+        Some(names) => names.clone(),
+        None => vec![monitor["metadata"]["namespace"].clone()],
+    };
+    if !namespaces.contains(&service["metadata"]["namespace"]) {
+        bail!("the ServiceMonitor looks in {namespaces:?}, not in the Service's namespace");
     }
     let endpoint = &monitor["spec"]["endpoints"][0];
     let port = &endpoint["port"];
