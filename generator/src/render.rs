@@ -512,6 +512,7 @@ mod tests {
         assert_eq!(
             names,
             [
+                "_config.rs.tera",
                 "_drive.rs.tera",
                 "_failures.rs.tera",
                 "_policy.rs.tera",

@@ -1,0 +1,238 @@
+//! The allocation benchmark behind `cargo xtask bench allocations`: example-operator's
+//! controller converges `--primaries` PrometheusRules on an in-process mock API server, on a
+//! current-thread runtime, under dhat's counting allocator, and prints what the heap did as one
+//! line of JSON.
+//!
+//! The mock lists the primaries (each already holding the finalizer, so the reconcile's one
+//! write is its child's apply), answers each apply with the ConfigMap it was sent, and streams
+//! that ConfigMap into the children's watch, as the API server would. The run ends once every
+//! primary has been reconciled twice: for itself, and for its child arriving in the cache.
+//! Everything goes through the real caches and controller; only the network is missing.
+//!
+//! Its own package, because dhat must be the global allocator (`cargo xtask` uses mimalloc)
+//! and its dependencies are nobody else's.
+
+use std::{
+    convert::Infallible,
+    sync::{Arc, Mutex},
+    time::{Duration, Instant},
+};
+
+use bytes::Bytes;
+use example_operator::{
+    controller::{self, Context, FINALIZER},
+    reconcile::Operator,
+    settings::Settings,
+};
+use futures::{StreamExt, stream::BoxStream};
+use http::{Method, Request, Response, StatusCode};
+use http_body_util::StreamBody;
+use http_body::Frame;
+use kube::{Client, client::Body};
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+
+#[global_allocator]
+static ALLOCATOR: dhat::Alloc = dhat::Alloc;
+
+/// The namespace of every primary.
+const NAMESPACE: &str = "bench";
+/// How long the run may take before it is called stuck.
+const TIMEOUT: Duration = Duration::from_secs(900);
+
+type ResponseBody = StreamBody<BoxStream<'static, Result<Frame<Bytes>, Infallible>>>;
+
+/// What the mock API server holds.
+struct Mock {
+    /// The list of primaries, serialized before counting starts.
+    primaries: Bytes,
+    /// The children's watch, until the operator opens it.
+    child_events: Mutex<Option<mpsc::UnboundedReceiver<Bytes>>>,
+    /// Where applied children go, as watch events.
+    child_sender: mpsc::UnboundedSender<Bytes>,
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let primaries: usize = std::env::args()
+        .skip_while(|arg| arg != "--primaries")
+        .nth(1)
+        .map(|n| n.parse())
+        .transpose()?
+        .unwrap_or(10_000);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let mock = Arc::new(mock(primaries)?);
+    let profiler = dhat::Profiler::builder().testing().build();
+    let started = Instant::now();
+    runtime.block_on(converge(Arc::clone(&mock), primaries))?;
+    let seconds = started.elapsed().as_secs_f64();
+    let heap = dhat::HeapStats::get();
+    let (rss, hwm) = resident();
+    println!(
+        "{}",
+        json!({
+            "primaries": primaries,
+            "total_blocks": heap.total_blocks,
+            "total_bytes": heap.total_bytes,
+            "max_bytes": heap.max_bytes,
+            "curr_bytes": heap.curr_bytes,
+            "rss_bytes": rss,
+            "hwm_bytes": hwm,
+            "seconds": seconds,
+        })
+    );
+    drop(profiler);
+    // The controller's tasks are still running; they end with the process.
+    std::process::exit(0);
+}
+
+/// The mock's state for `n` primaries.
+fn mock(n: usize) -> Result<Mock, serde_json::Error> {
+    let mut items = Vec::with_capacity(n);
+    for i in 0..n {
+        let mut primary = serde_json::to_value(controller::sample(&format!("rule-{i}"), Some(NAMESPACE))?)?;
+        primary["metadata"]["uid"] = json!(format!("00000000-0000-0000-0000-{i:012}"));
+        primary["metadata"]["resourceVersion"] = json!("1");
+        primary["metadata"]["finalizers"] = json!([FINALIZER]);
+        items.push(primary);
+    }
+    let list = json!({
+        "apiVersion": "monitoring.coreos.com/v1",
+        "kind": "PrometheusRuleList",
+        "metadata": {"resourceVersion": "1"},
+        "items": items,
+    });
+    let (child_sender, receiver) = mpsc::unbounded_channel();
+    Ok(Mock {
+        primaries: Bytes::from(serde_json::to_vec(&list)?),
+        child_events: Mutex::new(Some(receiver)),
+        child_sender,
+    })
+}
+
+/// Runs the operator until every primary was reconciled for itself and for its child.
+async fn converge(mock: Arc<Mock>, n: usize) -> Result<(), Box<dyn std::error::Error>> {
+    let service = tower::service_fn(move |request: Request<Body>| {
+        let mock = Arc::clone(&mock);
+        async move { Ok::<_, Infallible>(answer(&mock, request).await) }
+    });
+    let client = Client::new(service, "default");
+    let mut settings = Settings::defaults();
+    settings.common.metrics_addr = "127.0.0.1:0".parse()?;
+    settings.webhook_addr = "127.0.0.1:0".parse()?;
+    let ctx = Arc::new(Context::with_settings(client, settings));
+    let run = controller::run_with(Arc::clone(&ctx), Operator::default());
+    let done = async {
+        while ctx.metrics.reconciles.get() < 2 * n as u64 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    };
+    tokio::select! {
+        result = run => Err(format!("the controller stopped early: {result:?}").into()),
+        () = done => Ok(()),
+        () = tokio::time::sleep(TIMEOUT) => Err(format!(
+            "only {} of {} reconciles in {TIMEOUT:?}",
+            ctx.metrics.reconciles.get(),
+            2 * n
+        ).into()),
+    }
+}
+
+/// The mock API server's answer to one request.
+async fn answer(mock: &Mock, request: Request<Body>) -> Response<ResponseBody> {
+    let (parts, body) = request.into_parts();
+    if std::env::var_os("MOCK_DEBUG").is_some() { eprintln!("{} {}", parts.method, parts.uri); }
+    let path = parts.uri.path();
+    let query = parts.uri.query().unwrap_or_default();
+    let watch = query.contains("watch=true");
+    match parts.method {
+        Method::GET if path.ends_with("/prometheusrules") && watch => respond(StatusCode::OK, pending()),
+        Method::GET if path.ends_with("/prometheusrules") => {
+            respond(StatusCode::OK, once(mock.primaries.clone()))
+        }
+        Method::GET if path.ends_with("/configmaps") && watch => {
+            let events = mock
+                .child_events
+                .lock()
+                .map(|mut events| events.take())
+                .unwrap_or_default();
+            match events {
+                Some(events) => respond(
+                    StatusCode::OK,
+                    tokio_stream::wrappers::UnboundedReceiverStream::new(events)
+                        .map(|event| Ok(Frame::data(event)))
+                        .boxed(),
+                ),
+                None => respond(StatusCode::OK, pending()),
+            }
+        }
+        Method::GET if path.ends_with("/configmaps") => respond(
+            StatusCode::OK,
+            once(Bytes::from_static(
+                br#"{"apiVersion":"v1","kind":"ConfigMapList","metadata":{"resourceVersion":"1"},"items":[]}"#,
+            )),
+        ),
+        Method::PATCH if path.contains("/configmaps/") => {
+            let Ok(sent) = body.collect_bytes().await else {
+                return status(StatusCode::BAD_REQUEST);
+            };
+            if let Ok(mut child) = serde_json::from_slice::<Value>(&sent) {
+                // A watch follows each event's resourceVersion, as the API server sets it.
+                child["metadata"]["resourceVersion"] = json!("2");
+                let mut event = serde_json::to_vec(&json!({"type": "ADDED", "object": child}))
+                    .unwrap_or_default();
+                event.push(b'\n');
+                let _ = mock.child_sender.send(Bytes::from(event));
+            }
+            respond(StatusCode::OK, once(sent))
+        }
+        Method::POST => match body.collect_bytes().await {
+            Ok(sent) => respond(StatusCode::CREATED, once(sent)),
+            Err(_) => status(StatusCode::BAD_REQUEST),
+        },
+        _ => status(StatusCode::NOT_FOUND),
+    }
+}
+
+fn respond(
+    code: StatusCode,
+    body: BoxStream<'static, Result<Frame<Bytes>, Infallible>>,
+) -> Response<ResponseBody> {
+    let mut response = Response::new(StreamBody::new(body));
+    *response.status_mut() = code;
+    response
+}
+
+/// A Kubernetes Status for `code`.
+fn status(code: StatusCode) -> Response<ResponseBody> {
+    let body = json!({
+        "kind": "Status", "apiVersion": "v1", "status": "Failure",
+        "code": code.as_u16(), "reason": code.canonical_reason().unwrap_or_default(),
+        "message": "not served by the mock",
+    });
+    respond(code, once(Bytes::from(body.to_string())))
+}
+
+fn once(bytes: Bytes) -> BoxStream<'static, Result<Frame<Bytes>, Infallible>> {
+    futures::stream::once(async move { Ok(Frame::data(bytes)) }).boxed()
+}
+
+/// A watch that stays open and says nothing.
+fn pending() -> BoxStream<'static, Result<Frame<Bytes>, Infallible>> {
+    futures::stream::pending().boxed()
+}
+
+/// The process's resident memory now and at its peak, in bytes.
+fn resident() -> (u64, u64) {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let kib = |name: &str| {
+        status
+            .lines()
+            .find_map(|line| line.strip_prefix(name))
+            .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+            .unwrap_or(0)
+            * 1024
+    };
+    (kib("VmRSS:"), kib("VmHWM:"))
+}
