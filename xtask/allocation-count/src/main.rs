@@ -26,8 +26,8 @@ use example_operator::{
 };
 use futures::{StreamExt, stream::BoxStream};
 use http::{Method, Request, Response, StatusCode};
-use http_body_util::StreamBody;
 use http_body::Frame;
+use http_body_util::StreamBody;
 use kube::{Client, client::Body};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
@@ -91,7 +91,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 fn mock(n: usize) -> Result<Mock, serde_json::Error> {
     let mut items = Vec::with_capacity(n);
     for i in 0..n {
-        let mut primary = serde_json::to_value(controller::sample(&format!("rule-{i}"), Some(NAMESPACE))?)?;
+        let mut primary =
+            serde_json::to_value(controller::sample(&format!("rule-{i}"), Some(NAMESPACE))?)?;
         primary["metadata"]["uid"] = json!(format!("00000000-0000-0000-0000-{i:012}"));
         primary["metadata"]["resourceVersion"] = json!("1");
         primary["metadata"]["finalizers"] = json!([FINALIZER]);
@@ -142,7 +143,9 @@ async fn converge(mock: Arc<Mock>, n: usize) -> Result<(), Box<dyn std::error::E
 /// The mock API server's answer to one request.
 async fn answer(mock: &Mock, request: Request<Body>) -> Response<ResponseBody> {
     let (parts, body) = request.into_parts();
-    if std::env::var_os("MOCK_DEBUG").is_some() { eprintln!("{} {}", parts.method, parts.uri); }
+    if std::env::var_os("MOCK_DEBUG").is_some() {
+        eprintln!("{} {}", parts.method, parts.uri);
+    }
     let path = parts.uri.path();
     let query = parts.uri.query().unwrap_or_default();
     let watch = query.contains("watch=true");
@@ -230,7 +233,13 @@ fn resident() -> (u64, u64) {
         status
             .lines()
             .find_map(|line| line.strip_prefix(name))
-            .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+            .and_then(|rest| {
+                rest.trim()
+                    .trim_end_matches("kB")
+                    .trim()
+                    .parse::<u64>()
+                    .ok()
+            })
             .unwrap_or(0)
             * 1024
     };

@@ -117,11 +117,18 @@ pub(super) fn rows(workspace: &Path, bless: bool) -> Result<(Vec<Row>, Vec<Strin
     )
     .with_context(|| format!("reading {BASELINE}"))?;
     if baseline.primaries != LARGE {
-        bail!("{BASELINE} is for {} primaries, not {LARGE}: run `cargo xtask bench allocations --bless`", baseline.primaries);
+        bail!(
+            "{BASELINE} is for {} primaries, not {LARGE}: run `cargo xtask bench allocations --bless`",
+            baseline.primaries
+        );
     }
     let mut over = Vec::new();
     for (what, now, then) in [
-        ("blocks allocated", large.total_blocks, baseline.total_blocks),
+        (
+            "blocks allocated",
+            large.total_blocks,
+            baseline.total_blocks,
+        ),
         ("peak heap bytes", large.max_bytes, baseline.max_bytes),
     ] {
         let ratio = now as f64 / then.max(1) as f64;
