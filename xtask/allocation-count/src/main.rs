@@ -68,7 +68,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     runtime.block_on(converge(Arc::clone(&mock), primaries))?;
     let seconds = started.elapsed().as_secs_f64();
     let heap = dhat::HeapStats::get();
-    let (rss, hwm) = resident();
+    let rss = operator_gen_runtime::process::Reading::now().map_or(0, |r| r.resident_bytes);
     println!(
         "{}",
         json!({
@@ -78,7 +78,6 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             "max_bytes": heap.max_bytes,
             "curr_bytes": heap.curr_bytes,
             "rss_bytes": rss,
-            "hwm_bytes": hwm,
             "seconds": seconds,
         })
     );
@@ -143,9 +142,6 @@ async fn converge(mock: Arc<Mock>, n: usize) -> Result<(), Box<dyn std::error::E
 /// The mock API server's answer to one request.
 async fn answer(mock: &Mock, request: Request<Body>) -> Response<ResponseBody> {
     let (parts, body) = request.into_parts();
-    if std::env::var_os("MOCK_DEBUG").is_some() {
-        eprintln!("{} {}", parts.method, parts.uri);
-    }
     let path = parts.uri.path();
     let query = parts.uri.query().unwrap_or_default();
     let watch = query.contains("watch=true");
@@ -224,24 +220,4 @@ fn once(bytes: Bytes) -> BoxStream<'static, Result<Frame<Bytes>, Infallible>> {
 /// A watch that stays open and says nothing.
 fn pending() -> BoxStream<'static, Result<Frame<Bytes>, Infallible>> {
     futures::stream::pending().boxed()
-}
-
-/// The process's resident memory now and at its peak, in bytes.
-fn resident() -> (u64, u64) {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    let kib = |name: &str| {
-        status
-            .lines()
-            .find_map(|line| line.strip_prefix(name))
-            .and_then(|rest| {
-                rest.trim()
-                    .trim_end_matches("kB")
-                    .trim()
-                    .parse::<u64>()
-                    .ok()
-            })
-            .unwrap_or(0)
-            * 1024
-    };
-    (kib("VmRSS:"), kib("VmHWM:"))
 }
