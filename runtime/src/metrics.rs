@@ -7,15 +7,19 @@
 //! many watches are still listing, and the process's CPU and memory ([`crate::process`]).
 
 use std::{
+    collections::BTreeSet,
     hash::Hash,
     sync::{
-        Arc,
+        Arc, Mutex,
         atomic::{AtomicBool, AtomicUsize, Ordering},
     },
     time::Instant,
 };
 
-use kube::{Resource, runtime::reflector::Store};
+use kube::{
+    Resource,
+    runtime::{reflector::Store, watcher},
+};
 
 use prometheus_client::{
     encoding::{
@@ -66,6 +70,13 @@ pub struct RequestLabels {
     pub verb: String,
 }
 
+/// Labels of the per-watch readiness gauge.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct WatchLabels {
+    /// The kind the watch lists.
+    pub watch: String,
+}
+
 /// Labels of the webhook request counter.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct WebhookLabels {
@@ -112,6 +123,10 @@ pub struct Metrics {
     unsynced: AtomicUsize,
     /// [`Metrics::unsynced`], as served.
     watches_pending: Gauge,
+    /// Per watch, 1 once it has listed everything in this term.
+    watches_listed: Family<WatchLabels, Gauge>,
+    /// The watches [`Metrics::watches_listed`] has series for, to reset them between terms.
+    watch_names: Mutex<BTreeSet<String>>,
     /// 1 while this replica leads (or runs without leader election), 0 before.
     leader: Gauge,
     /// Whether the webhooks still wait for their certificate.
@@ -163,8 +178,14 @@ impl Metrics {
         let watches_pending = Gauge::default();
         registry.register(
             "watches_pending",
-            "Watches that have not yet listed everything since start-up",
+            "Watches that have not yet listed everything since this replica began to lead",
             watches_pending.clone(),
+        );
+        let watches_listed = Family::<WatchLabels, Gauge>::default();
+        registry.register(
+            "watch_listed",
+            "Whether a watch has listed everything since this replica began to lead (1) or not (0), by the kind it watches",
+            watches_listed.clone(),
         );
         let caches = Arc::new(CacheSizes::default());
         registry.register_collector(Box::new(CacheSizesCollector(Arc::clone(&caches))));
@@ -198,6 +219,8 @@ impl Metrics {
             certificate_expiry,
             unsynced: AtomicUsize::new(watches),
             watches_pending,
+            watches_listed,
+            watch_names: Mutex::default(),
             leader,
             webhooks_pending: AtomicBool::new(true),
             caches,
@@ -223,6 +246,34 @@ impl Metrics {
         }
     }
 
+    /// Follows one watch of `watch` (a kind) for `.inspect(...)` on its stream: its
+    /// `operator_watch_listed` series is 0 until the watch first lists everything, then 1,
+    /// and `operator_watches_pending` counts down once. It reads the watch's own events, not
+    /// `Store::wait_until_ready`: that wakes only the latest of several waiters, and the
+    /// controller already waits on its store there.
+    pub fn listing<K>(
+        self: &Arc<Self>,
+        watch: &str,
+    ) -> impl FnMut(&Result<watcher::Event<K>, watcher::Error>) + Send + 'static {
+        let labels = WatchLabels {
+            watch: watch.to_owned(),
+        };
+        self.watches_listed.get_or_create(&labels).set(0);
+        self.watch_names
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(labels.watch.clone());
+        let metrics = Arc::clone(self);
+        let mut listed = false;
+        move |event| {
+            if !listed && matches!(event, Ok(watcher::Event::InitDone)) {
+                listed = true;
+                metrics.watches_listed.get_or_create(&labels).set(1);
+                metrics.watch_synced();
+            }
+        }
+    }
+
     /// Notes that one watch has listed everything.
     pub fn watch_synced(&self) {
         if let Ok(was) = self
@@ -244,9 +295,17 @@ impl Metrics {
         self.leader.set(1);
     }
 
-    /// Notes that this replica stopped leading and waits for the Lease again.
+    /// Notes that this replica stopped leading and waits for the Lease again: its watches
+    /// have stopped.
     pub fn standing_by(&self) {
         self.leader.set(0);
+        let names = self.watch_names.lock().unwrap_or_else(|p| p.into_inner());
+        for watch in names.iter() {
+            let labels = WatchLabels {
+                watch: watch.clone(),
+            };
+            self.watches_listed.get_or_create(&labels).set(0);
+        }
     }
 
     fn watches(&self) -> usize {
@@ -322,6 +381,8 @@ impl Metrics {
 
 #[cfg(test)]
 mod tests {
+    use k8s_openapi::api::core::v1::ConfigMap;
+
     use super::*;
 
     #[derive(Debug)]
@@ -366,6 +427,39 @@ mod tests {
         metrics.watch_synced();
         metrics.watch_synced();
         assert!(metrics.render().contains("operator_watches_pending 0\n"));
+    }
+
+    #[test]
+    fn each_watch_is_listed_once_per_term_by_kind() {
+        let metrics = Arc::new(Metrics::new(ReadyWhen::WatchesListed(2)));
+        metrics.leading();
+        let mut primary = metrics.listing::<ConfigMap>("PrometheusRule");
+        let mut children = metrics.listing::<ConfigMap>("ConfigMap");
+        let text = metrics.render();
+        assert!(
+            text.contains("operator_watch_listed{watch=\"ConfigMap\"} 0\n"),
+            "{text}"
+        );
+        primary(&Ok(watcher::Event::Init));
+        primary(&Ok(watcher::Event::InitDone));
+        primary(&Ok(watcher::Event::InitDone));
+        let text = metrics.render();
+        assert!(
+            text.contains("operator_watch_listed{watch=\"PrometheusRule\"} 1\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("operator_watches_pending 1\n"),
+            "a relist counts once: {text}"
+        );
+        children(&Ok(watcher::Event::InitDone));
+        assert!(metrics.is_ready());
+        metrics.standing_by();
+        let text = metrics.render();
+        assert!(
+            text.contains("operator_watch_listed{watch=\"PrometheusRule\"} 0\n"),
+            "a standby watches nothing: {text}"
+        );
     }
 
     #[test]
