@@ -3,8 +3,12 @@
 
 use std::{
     collections::BTreeMap,
+    future::Future,
     hash::Hash,
-    sync::{Arc, Mutex},
+    sync::{
+        Arc, Mutex, Weak,
+        atomic::{AtomicU64, Ordering},
+    },
 };
 
 use futures::{Stream, StreamExt};
@@ -20,17 +24,20 @@ use prometheus_client::{
     encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric},
     metrics::{MetricType, gauge::ConstGauge},
 };
+use tokio::sync::watch;
 
 /// The writing half of a cache, shared so that each leadership term's watch feeds the same
 /// cache in turn; kube's `reflect` takes its writer for good. Between terms the cache keeps
 /// the last term's objects, and the next term's watch lists into it as a relist after a
-/// watch error would.
+/// watch error would. [`Feed::listed`] says when the current list is complete.
 pub struct Feed<K>
 where
     K: Resource + Clone + 'static,
     K::DynamicType: Eq + Hash + Clone,
 {
     writer: Arc<Mutex<Writer<K>>>,
+    /// Whether the watch has listed everything since it last began a list.
+    listed: Arc<watch::Sender<bool>>,
 }
 
 impl<K> Clone for Feed<K>
@@ -41,6 +48,7 @@ where
     fn clone(&self) -> Self {
         Self {
             writer: Arc::clone(&self.writer),
+            listed: Arc::clone(&self.listed),
         }
     }
 }
@@ -53,6 +61,7 @@ where
     fn from(writer: Writer<K>) -> Self {
         Self {
             writer: Arc::new(Mutex::new(writer)),
+            listed: Arc::new(watch::channel(false).0),
         }
     }
 }
@@ -69,6 +78,28 @@ where
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
             .apply_watcher_event(event);
+        match event {
+            watcher::Event::Init => {
+                self.listed.send_replace(false);
+            }
+            watcher::Event::InitDone => {
+                self.listed.send_replace(true);
+            }
+            _ => {}
+        }
+    }
+
+    /// Resolves once the cache holds a complete list: its watch has listed everything since
+    /// it last began a list (a new term's, or a relist's). Unlike kube's
+    /// `Store::wait_until_ready`, which is ready once per cache and wakes only its latest
+    /// waiter, it wakes every waiter and holds them again while a new term lists, so no
+    /// reconcile reads the last term's objects for this one's.
+    pub fn listed(&self) -> impl Future<Output = ()> + Send + Sync + 'static {
+        let mut listed = self.listed.subscribe();
+        async move {
+            // The sender lives as long as the feed; a dropped feed feeds nothing more.
+            let _ = listed.wait_for(|listed| *listed).await;
+        }
     }
 }
 
@@ -106,7 +137,34 @@ type Size = Box<dyn Fn() -> usize + Send + Sync>;
 /// read from the caches at each scrape, so they cost nothing between scrapes.
 #[derive(Default)]
 pub struct CacheSizes {
-    sizes: Mutex<BTreeMap<String, Size>>,
+    /// Each kind's cache, with the number of the [`Counted`] that keeps it.
+    sizes: Mutex<BTreeMap<String, (u64, Size)>>,
+    next: AtomicU64,
+}
+
+/// Keeps a cache counted in [`CacheSizes`]; dropping it stops counting the cache and lets go
+/// of it.
+#[must_use = "the cache is counted only while this lives"]
+pub struct Counted {
+    sizes: Weak<CacheSizes>,
+    kind: String,
+    number: u64,
+}
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        let Some(sizes) = self.sizes.upgrade() else {
+            return;
+        };
+        let mut sizes = sizes.sizes.lock().unwrap_or_else(|p| p.into_inner());
+        // A later cache of the same kind counts on.
+        if sizes
+            .get(&self.kind)
+            .is_some_and(|(n, _)| *n == self.number)
+        {
+            sizes.remove(&self.kind);
+        }
+    }
 }
 
 impl std::fmt::Debug for CacheSizes {
@@ -123,17 +181,23 @@ struct KindLabel {
 }
 
 impl CacheSizes {
-    /// Counts `store` as the cache of `kind`, in place of any cache of that kind before (a
-    /// new term's).
-    pub fn count<K>(&self, kind: &str, store: Store<K>)
+    /// Counts `store` as the cache of `kind`, in place of any cache of that kind before, while
+    /// the returned [`Counted`] lives.
+    pub fn count<K>(self: &Arc<Self>, kind: &str, store: Store<K>) -> Counted
     where
         K: Resource + Clone + Send + Sync + 'static,
         K::DynamicType: Eq + Hash + Clone + Send + Sync,
     {
+        let number = self.next.fetch_add(1, Ordering::Relaxed);
         self.sizes
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .insert(kind.to_owned(), Box::new(move || store.len()));
+            .insert(kind.to_owned(), (number, Box::new(move || store.len())));
+        Counted {
+            sizes: Arc::downgrade(self),
+            kind: kind.to_owned(),
+            number,
+        }
     }
 }
 
@@ -151,7 +215,7 @@ impl Collector for CacheSizesCollector {
             None,
             MetricType::Gauge,
         )?;
-        for (kind, size) in sizes.iter() {
+        for (kind, (_, size)) in sizes.iter() {
             let label = KindLabel { kind: kind.clone() };
             let size = i64::try_from(size()).unwrap_or(i64::MAX);
             ConstGauge::new(size).encode(family.encode_family(&label)?)?;
@@ -214,11 +278,39 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn listed_holds_every_waiter_until_the_current_list_is_complete() {
+        let (_store, writer) = reflector::store::<ConfigMap>();
+        let feed = Feed::from(writer);
+        let waiters: Vec<_> = (0..3).map(|_| tokio::spawn(feed.listed())).collect();
+        tokio::task::yield_now().await;
+        assert!(waiters.iter().all(|w| !w.is_finished()));
+        feed.apply_watcher_event(&watcher::Event::Init);
+        feed.apply_watcher_event(&watcher::Event::InitDone);
+        for waiter in waiters {
+            tokio::time::timeout(std::time::Duration::from_secs(5), waiter)
+                .await
+                .expect("every waiter wakes")
+                .expect("joined");
+        }
+        // A new term's list: waiters wait for it again.
+        feed.apply_watcher_event(&watcher::Event::Init);
+        let again = tokio::spawn(feed.listed());
+        tokio::task::yield_now().await;
+        assert!(!again.is_finished(), "the last term's list does not count");
+        feed.apply_watcher_event(&watcher::Event::InitApply(config_map("a")));
+        feed.apply_watcher_event(&watcher::Event::InitDone);
+        tokio::time::timeout(std::time::Duration::from_secs(5), again)
+            .await
+            .expect("woken by this term's list")
+            .expect("joined");
+    }
+
+    #[tokio::test]
     async fn cache_sizes_are_read_at_each_scrape_by_kind() {
         let sizes = Arc::new(CacheSizes::default());
         let (store, writer) = reflector::store::<ConfigMap>();
         let feed = Feed::from(writer);
-        sizes.count("ConfigMap", store);
+        let counted = sizes.count("ConfigMap", store);
         let mut registry = prometheus_client::registry::Registry::with_prefix("operator");
         registry.register_collector(Box::new(CacheSizesCollector(Arc::clone(&sizes))));
         let render = |registry: &prometheus_client::registry::Registry| {
@@ -238,14 +330,22 @@ mod tests {
             "{}",
             render(&registry)
         );
-        // A new term's cache of the same kind replaces the old one.
+        // A new term's cache of the same kind replaces the old one, and the old term's
+        // guard, dropped after, leaves it counted.
         let (fresh, _writer) = reflector::store::<ConfigMap>();
-        sizes.count("ConfigMap", fresh);
+        let fresh_counted = sizes.count("ConfigMap", fresh);
+        drop(counted);
         let text = render(&registry);
         assert!(
             text.contains("operator_cache_objects{kind=\"ConfigMap\"} 0\n"),
             "{text}"
         );
         assert_eq!(text.matches("kind=\"ConfigMap\"").count(), 1, "{text}");
+        drop(fresh_counted);
+        let text = render(&registry);
+        assert!(
+            !text.contains("kind=\"ConfigMap\""),
+            "no longer counted: {text}"
+        );
     }
 }

@@ -8,6 +8,11 @@
 //! lead. A replica that loses the Lease (another took it while an outage kept this one from
 //! renewing) ends its term gracefully and campaigns again in the same process, rather than
 //! exiting and paying a restart and a cold start.
+//!
+//! A replica learns it lost the Lease when kube-lease-manager next reaches the API server.
+//! One cut off from it keeps reconciling until then, which may be after another replica took
+//! the expired Lease: there is no fencing by a local renew deadline yet (the sharding work
+//! needs it, and brings it).
 
 use std::{future::Future, time::Duration};
 
@@ -30,12 +35,36 @@ const RELEASE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Why this replica could not take part in the election.
 #[derive(Debug, thiserror::Error)]
-#[error("leader election on Lease {namespace}/{lease}: {source}")]
-pub struct Error {
-    namespace: String,
-    lease: String,
-    #[source]
-    source: LeaseManagerError,
+pub enum Error {
+    /// The Lease could not be read, created or renewed.
+    #[error("leader election on Lease {namespace}/{lease}: {source}")]
+    Lease {
+        /// The Lease's namespace.
+        namespace: String,
+        /// The Lease's name.
+        lease: String,
+        /// What kube-lease-manager reported.
+        #[source]
+        source: LeaseManagerError,
+    },
+    /// kube-lease-manager's renewer stopped before this replica led, without saying why.
+    #[error(
+        "leader election on Lease {namespace}/{lease}: the renewer stopped before this replica led"
+    )]
+    Stopped {
+        /// The Lease's namespace.
+        namespace: String,
+        /// The Lease's name.
+        lease: String,
+    },
+}
+
+/// Why a term ended, when something ended it.
+enum Ending {
+    /// The operator was asked to stop.
+    Stopped,
+    /// This replica stopped leading.
+    Lost,
 }
 
 /// This replica's part in the election for one Lease, and the stop request that ends it.
@@ -90,9 +119,9 @@ impl Election {
     /// Runs `term` whenever this replica leads, until the operator is asked to stop. Without
     /// leader election that is one term, from now to the stop. `metrics` follow leadership.
     ///
-    /// A first campaign the API server refuses is an error: at start-up that is a
-    /// misconfiguration (RBAC, a namespace) for people to see. A later one is retried, because
-    /// a replica that lost the Lease most likely did so in an outage.
+    /// A first campaign that cannot read or create the Lease is an error: at start-up that is
+    /// a misconfiguration (RBAC, a namespace) for people to see. A later one is retried,
+    /// because a replica that lost the Lease most likely did so in an outage.
     pub async fn run<F, Fut>(&self, metrics: &Metrics, mut term: F) -> Result<(), Error>
     where
         F: FnMut(Term) -> Fut,
@@ -127,18 +156,31 @@ impl Election {
                 let (stop, lost) = (shutdown.requested(), leadership.lost());
                 async move {
                     tokio::select! {
-                        () = stop => {}
-                        () = lost => {}
+                        () = stop => Ending::Stopped,
+                        () = lost => Ending::Lost,
                     }
                 }
             };
-            serve(&mut term, end).await;
+            let ending = serve(&mut term, end).await;
             metrics.standing_by();
-            if shutdown.is_requested() || leadership.is_leading() {
-                leadership.release().await;
-                return Ok(());
+            // Before any new campaign: the old renewer's release, under the same identity,
+            // must not clear a hold the new one has just taken.
+            leadership.release().await;
+            match ending {
+                Some(Ending::Lost) if !shutdown.is_requested() => {
+                    tracing::warn!(lease = %self.lease, "lost leadership; campaigning again");
+                }
+                // Asked to stop, or the term's work ended by itself.
+                _ => return Ok(()),
             }
-            tracing::warn!(lease = %self.lease, "lost leadership; campaigning again");
+        }
+    }
+
+    fn lease_error(&self, source: LeaseManagerError) -> Error {
+        Error::Lease {
+            namespace: self.namespace.clone(),
+            lease: self.lease.clone(),
+            source,
         }
     }
 
@@ -151,16 +193,22 @@ impl Election {
         if let Some(identity) = &self.identity {
             builder = builder.with_identity(identity);
         }
-        let manager = builder.build().await.map_err(|source| Error {
-            namespace: self.namespace.clone(),
-            lease: self.lease.clone(),
-            source,
-        })?;
+        let manager = builder
+            .build()
+            .await
+            .map_err(|source| self.lease_error(source))?;
         let (mut leading, renewer) = manager.watch().await;
         tracing::info!(lease = %self.lease, "waiting to lead");
         while !*leading.borrow_and_update() {
             if leading.changed().await.is_err() {
-                break;
+                // The renewer ended without this replica leading: its error says why.
+                return Err(match renewer.await {
+                    Ok(Err(source)) => self.lease_error(source),
+                    _ => Error::Stopped {
+                        namespace: self.namespace.clone(),
+                        lease: self.lease.clone(),
+                    },
+                });
             }
         }
         tracing::info!(lease = %self.lease, "leading");
@@ -169,8 +217,8 @@ impl Election {
 }
 
 /// Runs one term of `term` until it returns; once `end` resolves, tells the term so and
-/// waits for it to finish what it has in flight.
-async fn serve<F, Fut>(term: &mut F, end: impl Future<Output = ()>)
+/// waits for it to finish what it has in flight. What `end` said, if it ended the term.
+async fn serve<F, Fut, E>(term: &mut F, end: impl Future<Output = E>) -> Option<E>
 where
     F: FnMut(Term) -> Fut,
     Fut: Future<Output = ()>,
@@ -178,12 +226,13 @@ where
     let (ended, receiver) = watch::channel(false);
     let work = term(Term { ended: receiver });
     tokio::pin!(work);
-    tokio::select! {
-        () = &mut work => return,
-        () = end => {}
-    }
+    let why = tokio::select! {
+        () = &mut work => return None,
+        why = end => why,
+    };
     ended.send_replace(true);
     work.await;
+    Some(why)
 }
 
 /// This replica's hold on the Lease, renewed in the background until it is released.
@@ -193,11 +242,6 @@ struct Leadership {
 }
 
 impl Leadership {
-    /// Whether this replica still holds the Lease.
-    fn is_leading(&self) -> bool {
-        *self.leading.borrow()
-    }
-
     /// Resolves when this replica stops leading.
     fn lost(&self) -> impl Future<Output = ()> + Send + Sync + 'static {
         let mut leading = self.leading.clone();

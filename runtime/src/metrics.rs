@@ -35,6 +35,7 @@ use prometheus_client::{
     registry::Registry,
 };
 
+pub use crate::cache::Counted;
 use crate::{
     cache::{CacheSizes, CacheSizesCollector},
     client::API_REQUESTS,
@@ -288,17 +289,22 @@ impl Metrics {
     /// Notes that this replica leads from now on (it took the Lease, or runs without one), and
     /// so starts its watches, which have all to list again.
     pub fn leading(&self) {
+        self.all_watches_pending();
+        self.leader.set(1);
+    }
+
+    fn all_watches_pending(&self) {
         let watches = self.watches();
         self.unsynced.store(watches, Ordering::SeqCst);
         self.watches_pending
             .set(i64::try_from(watches).unwrap_or(i64::MAX));
-        self.leader.set(1);
     }
 
     /// Notes that this replica stopped leading and waits for the Lease again: its watches
     /// have stopped.
     pub fn standing_by(&self) {
         self.leader.set(0);
+        self.all_watches_pending();
         let names = self.watch_names.lock().unwrap_or_else(|p| p.into_inner());
         for watch in names.iter() {
             let labels = WatchLabels {
@@ -315,13 +321,14 @@ impl Metrics {
     }
 
     /// Serves how many objects `store` holds as the cache of `kind`, in place of an earlier
-    /// cache of that kind.
-    pub fn count_cache<K>(&self, kind: &str, store: Store<K>)
+    /// cache of that kind, for as long as the returned guard lives: a term's cache is not
+    /// kept alive, or counted, after the term.
+    pub fn count_cache<K>(&self, kind: &str, store: Store<K>) -> Counted
     where
         K: Resource + Clone + Send + Sync + 'static,
         K::DynamicType: Eq + Hash + Clone + Send + Sync,
     {
-        self.caches.count(kind, store);
+        self.caches.count(kind, store)
     }
 
     /// Notes that the webhooks serve with a certificate.
@@ -471,6 +478,10 @@ mod tests {
         metrics.standing_by();
         let text = metrics.render();
         assert!(text.contains("operator_leader 0\n"), "{text}");
+        assert!(
+            text.contains("operator_watches_pending 2\n"),
+            "a standby runs no watch: {text}"
+        );
         assert!(metrics.is_ready(), "standing by again");
         metrics.leading();
         let text = metrics.render();
