@@ -275,8 +275,8 @@ impl Metrics {
         }
     }
 
-    /// Notes that one watch has listed everything.
-    pub fn watch_synced(&self) {
+    /// Notes that one watch has listed everything; [`Metrics::listing`] calls it.
+    pub(crate) fn watch_synced(&self) {
         if let Ok(was) = self
             .unsynced
             .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
