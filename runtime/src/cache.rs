@@ -1,5 +1,6 @@
 //! The operator's caches (kube's reflector stores) beyond what kube gives: a writing half that
-//! outlives one leadership term, and how many objects each cache holds, as a metric.
+//! outlives one leadership term, how many objects each cache holds, as a metric, and what a
+//! cached object need not keep.
 
 use std::{
     collections::BTreeMap,
@@ -25,6 +26,20 @@ use prometheus_client::{
     metrics::{MetricType, gauge::ConstGauge},
 };
 use tokio::sync::watch;
+
+/// The annotation in which `kubectl apply` keeps a copy of the object it last applied.
+const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+
+/// Clears what no reconcile reads before an object is cached: `managedFields`, often the
+/// largest part of an object written by server-side apply, and kubectl's copy of the last
+/// object it applied. For a watch's `.modify(...)`.
+pub fn forget_unread_fields<K: Resource>(obj: &mut K) {
+    let meta = obj.meta_mut();
+    meta.managed_fields = None;
+    if let Some(annotations) = meta.annotations.as_mut() {
+        annotations.remove(LAST_APPLIED);
+    }
+}
 
 /// The writing half of a cache, shared so that each leadership term's watch feeds the same
 /// cache in turn; kube's `reflect` takes its writer for good. Between terms the cache keeps
@@ -240,6 +255,20 @@ mod tests {
             },
             ..ConfigMap::default()
         }
+    }
+
+    #[test]
+    fn a_cached_object_keeps_neither_managed_fields_nor_kubectls_copy_but_keeps_the_rest() {
+        let mut object = config_map("a");
+        object.metadata.managed_fields = Some(vec![Default::default()]);
+        let annotations = [(LAST_APPLIED, "{}"), ("team", "a")];
+        let annotations = annotations.map(|(k, v)| (k.to_owned(), v.to_owned()));
+        object.metadata.annotations = Some(annotations.into());
+        forget_unread_fields(&mut object);
+        assert_eq!(object.metadata.managed_fields, None);
+        let kept = object.metadata.annotations.unwrap_or_default();
+        assert_eq!(kept.keys().collect::<Vec<_>>(), ["team"]);
+        assert_eq!(object.metadata.name.as_deref(), Some("a"));
     }
 
     #[tokio::test]

@@ -22,7 +22,8 @@ use tokio::{sync::watch, task::JoinHandle};
 
 use crate::{metrics::Metrics, settings::Common, shutdown::Shutdown};
 
-/// Seconds a leader holds the Lease without renewing it before another replica may take it.
+/// Seconds a leader holds the Lease without renewing it before another replica may take it,
+/// unless `--lease-seconds` says otherwise.
 pub const LEASE_SECONDS: u64 = 15;
 
 /// How long a replica that lost the Lease waits before it campaigns again after the API
@@ -74,6 +75,7 @@ pub struct Election {
     namespace: String,
     enabled: bool,
     identity: Option<String>,
+    lease_seconds: u64,
     /// What ends the election; SIGTERM or Ctrl+C unless given.
     shutdown: Option<Shutdown>,
 }
@@ -106,6 +108,7 @@ impl Election {
             namespace: namespace.to_owned(),
             enabled: settings.leader_election,
             identity: settings.pod_name.clone(),
+            lease_seconds: settings.lease_seconds,
             shutdown: None,
         }
     }
@@ -188,8 +191,8 @@ impl Election {
     async fn campaign(&self) -> Result<Leadership, Error> {
         let mut builder = LeaseManagerBuilder::new(self.client.clone(), &self.lease)
             .with_namespace(&self.namespace)
-            .with_duration(LEASE_SECONDS)
-            .with_grace(LEASE_SECONDS / 3);
+            .with_duration(self.lease_seconds)
+            .with_grace(self.lease_seconds / 3);
         if let Some(identity) = &self.identity {
             builder = builder.with_identity(identity);
         }

@@ -19,6 +19,12 @@
 //! - [`shutdown`]: SIGTERM or Ctrl+C, heard across leadership terms;
 //! - [`cache`]: a cache's writing half that outlives a term, and the caches' sizes as a
 //!   metric;
+//! - [`apply`]: owned children written by server-side apply only when their cached copy
+//!   differs;
+//! - [`conditions`]: the operator's own entry in `status.conditions`, written only when the
+//!   outcome changed, beside the entries of other controllers;
+//! - `testing` (feature `test-util`): a mock API server that records what an operator
+//!   wrote, for the tests that come with a generated crate;
 //! - `admission` (feature `webhooks`): the admission review around an operator's own hooks;
 //! - `certificates` (feature `webhooks`): the webhooks' serving certificate, kept in a Secret,
 //!   and its CA published where the API server reads it;
@@ -34,11 +40,13 @@
 
 #[cfg(feature = "webhooks")]
 pub mod admission;
+pub mod apply;
 pub mod backoff;
 pub mod cache;
 #[cfg(feature = "webhooks")]
 pub mod certificates;
 pub mod client;
+pub mod conditions;
 pub mod endpoints;
 pub mod leader;
 pub mod logging;
@@ -46,6 +54,8 @@ pub mod metrics;
 pub mod process;
 pub mod settings;
 pub mod shutdown;
+#[cfg(any(test, feature = "test-util"))]
+pub mod testing;
 pub mod traces;
 #[cfg(feature = "webhooks")]
 pub mod webhook_server;

@@ -42,6 +42,16 @@ pub struct Common {
     /// This replica's name, in the Lease and in the Events it publishes.
     #[arg(long, env = "POD_NAME")]
     pub pod_name: Option<String>,
+    /// Seconds a leader holds the Lease without renewing it before another replica may take
+    /// it: how long the operator may go without a leader when one dies. A leader renews at a
+    /// third of it.
+    #[arg(
+        long,
+        env = "LEASE_SECONDS",
+        default_value_t = crate::leader::LEASE_SECONDS,
+        value_parser = clap::value_parser!(u64).range(3..=3600),
+    )]
+    pub lease_seconds: u64,
 }
 
 impl Default for Common {
@@ -52,6 +62,7 @@ impl Default for Common {
             metrics_addr: METRICS_ADDR,
             leader_election: false,
             pod_name: None,
+            lease_seconds: crate::leader::LEASE_SECONDS,
         }
     }
 }
@@ -88,6 +99,8 @@ mod tests {
             "json",
             "--pod-name",
             "operator-0",
+            "--lease-seconds",
+            "5",
         ])
         .expect("valid flags");
         assert_eq!(
@@ -97,6 +110,7 @@ mod tests {
         assert!(flags.common.leader_election);
         assert_eq!(flags.common.log_format, LogFormat::Json);
         assert_eq!(flags.common.pod_name.as_deref(), Some("operator-0"));
+        assert_eq!(flags.common.lease_seconds, 5);
     }
 
     #[test]
@@ -109,6 +123,16 @@ mod tests {
         if std::env::var_os("LEADER_ELECTION").is_none() {
             assert!(!flags.common.leader_election);
         }
+        if std::env::var_os("LEASE_SECONDS").is_none() {
+            assert_eq!(flags.common.lease_seconds, crate::leader::LEASE_SECONDS);
+        }
+    }
+
+    #[test]
+    fn a_lease_too_short_to_renew_is_refused_with_the_flag_named() {
+        let error = Flags::try_parse_from(["operator", "--lease-seconds", "1"])
+            .expect_err("renewing at a third of a second is no lease");
+        assert!(error.to_string().contains("--lease-seconds"), "{error}");
     }
 
     #[test]

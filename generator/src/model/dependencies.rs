@@ -57,9 +57,18 @@ const BASE: &[(&str, &str)] = &[
     ("tracing", r#""0.1.41""#),
 ];
 
-/// Dev-dependencies of every generated crate: a mock API server for reconcile tests, tower's
-/// `ServiceExt` to call the webhooks' routes, and the cluster test's log capture.
+/// Dev-dependencies of every generated crate: the runtime's mock API server for reconcile
+/// tests (its `test-util` feature), tower's `ServiceExt` to call the webhooks' routes, and the
+/// cluster test's log capture.
 const BASE_DEV: &[(&str, &str)] = &[
+    (
+        "operator-gen-runtime",
+        concat!(
+            "{ version = \"",
+            env!("CARGO_PKG_VERSION"),
+            "\", features = [\"test-util\"] }"
+        ),
+    ),
     (
         "tower",
         r#"{ version = "0.5.2", default-features = false, features = ["util"] }"#,
@@ -280,7 +289,7 @@ mod tests {
     /// alone would build that crate twice, at two versions.
     #[test]
     fn a_crate_restated_for_features_keeps_the_base_version() {
-        for (name, spec) in DERIVED.iter().chain(WEBHOOKS) {
+        for (name, spec) in DERIVED.iter().chain(WEBHOOKS).chain(BASE_DEV) {
             if let Some((_, base)) = BASE.iter().find(|(base, _)| base == name) {
                 assert_eq!(version(spec), version(base), "{name}");
                 let features = |spec: &str| -> Vec<String> {

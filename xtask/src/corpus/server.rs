@@ -6,9 +6,10 @@
 //! newer CRD or object is adapted the way the e2e adapts it (`e2e::webhooks::for_kube_1_20`,
 //! `e2e::conversion::fill_empty_strings`); a CRD it still cannot serve is listed with the
 //! reason it gave. Reading back needs code, and one program per batch does it for every CRD
-//! in the batch: a crate of one module per CRD holding the types of the version its crate
-//! uses, exactly as in that crate's `src/types.rs`, so that only those types are compiled,
-//! never the controllers or the other versions.
+//! in the batch: one module per CRD holding the types of the version its crate uses, exactly
+//! as in that crate's `src/types.rs`, so that only those types are compiled, never the
+//! controllers or the other versions. The modules are spread over a few library crates of
+//! about equal size, because type checking a crate runs on one core.
 
 use std::{
     collections::BTreeMap,
@@ -262,25 +263,10 @@ impl Server {
         if dir.exists() {
             fs::remove_dir_all(&dir)?;
         }
-        fs::create_dir_all(dir.join("src"))?;
-        fs::write(dir.join("Cargo.toml"), READBACK_MANIFEST)?;
+        write_readback_workspace(&dir, answers)?;
         if lock.exists() {
             fs::copy(lock, dir.join("Cargo.lock"))?;
         }
-        let mut main = String::from(READBACK_MAIN_HEAD);
-        let mut arms = String::new();
-        for (index, (subject, _)) in answers.iter().enumerate() {
-            main.push_str(&format!(
-                "#[allow(dead_code, unused_imports, clippy::all)]\nmod m{index} {{\n{}\n}}\n",
-                subject.types
-            ));
-            arms.push_str(&format!(
-                "        \"{index}\" => round_trip::<m{index}::{}>(json),\n",
-                subject.root_type
-            ));
-        }
-        main.push_str(&READBACK_MAIN_TAIL.replace("{arms}", &arms));
-        fs::write(dir.join("src/main.rs"), main)?;
         let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned()))
             .args(["build", "--quiet"])
             .current_dir(&dir)
@@ -358,31 +344,106 @@ fn first_difference(sent: &Value, read: &Value, path: &str) -> Option<String> {
     }
 }
 
-const READBACK_MANIFEST: &str = r#"[package]
-name = "corpus-readback"
-version = "0.1.0"
-edition = "2024"
-publish = false
+/// The read-back program of one group, as a workspace: its CRDs' types are split over
+/// [`READBACK_PARTS`] library crates of about equal size, which cargo compiles side by side
+/// (type checking a crate runs on one core), and a binary that dispatches to them.
+fn write_readback_workspace(dir: &Path, answers: &[(&Subject, Value)]) -> Result<()> {
+    let sizes: Vec<usize> = answers.iter().map(|(s, _)| s.types.len()).collect();
+    let assignment = split_by_size(&sizes, READBACK_PARTS);
+    let parts = assignment.iter().max().map_or(0, |last| last + 1);
+    let mut dispatch = Vec::new();
+    let mut members = Vec::new();
+    let mut dependencies = String::new();
+    for part in 0..parts {
+        let name = format!("readback-part-{part}");
+        let mut lib = String::from(READBACK_PART_HEAD);
+        let mut arms = String::new();
+        let mine = assignment.iter().enumerate().filter(|(_, p)| **p == part);
+        for (index, _) in mine {
+            let subject = answers[index].0;
+            lib.push_str(&format!("mod m{index} {{\n{}\n}}\n", subject.types));
+            arms.push_str(&format!(
+                "        \"{index}\" => round_trip_as::<m{index}::{}>(json),\n",
+                subject.root_type
+            ));
+        }
+        lib.push_str(&READBACK_PART_TAIL.replace("{arms}", &arms));
+        fs::create_dir_all(dir.join(&name).join("src"))?;
+        fs::write(dir.join(&name).join("src/lib.rs"), lib)?;
+        fs::write(
+            dir.join(&name).join("Cargo.toml"),
+            format!("[package]\nname = \"{name}\"\n{READBACK_PACKAGE}{READBACK_DEPENDENCIES}"),
+        )?;
+        dispatch.push(format!("{}::round_trip", name.replace('-', "_")));
+        members.push(format!("\"{name}\""));
+        dependencies.push_str(&format!("{name} = {{ path = \"{name}\" }}\n"));
+    }
+    fs::create_dir_all(dir.join("src"))?;
+    fs::write(
+        dir.join("Cargo.toml"),
+        format!(
+            "[package]\nname = \"corpus-readback\"\n{READBACK_PACKAGE}[dependencies]\n{dependencies}\n\
+             [workspace]\nmembers = [{}]\n{READBACK_PROFILE}",
+            members.join(", ")
+        ),
+    )?;
+    fs::write(
+        dir.join("src/main.rs"),
+        READBACK_MAIN.replace("{parts}", &format!("[{}]", dispatch.join(", "))),
+    )?;
+    Ok(())
+}
 
-[dependencies]
+/// Library crates per read-back program: enough to keep two cores busy while one crate is
+/// larger than the rest, few enough that loading the dependencies' metadata stays small.
+const READBACK_PARTS: usize = 4;
+
+/// Assigns each item, by size, to one of at most `parts` parts so that the largest part is
+/// small: largest first, each to the part holding the least so far.
+fn split_by_size(sizes: &[usize], parts: usize) -> Vec<usize> {
+    let parts = parts.clamp(1, sizes.len().max(1));
+    let mut order: Vec<usize> = (0..sizes.len()).collect();
+    order.sort_by_key(|&i| std::cmp::Reverse(sizes[i]));
+    let mut load = vec![0usize; parts];
+    let mut assignment = vec![0; sizes.len()];
+    for i in order {
+        let (lightest, _) = load
+            .iter()
+            .enumerate()
+            .min_by_key(|(_, l)| **l)
+            .unwrap_or((0, &0));
+        assignment[i] = lightest;
+        load[lightest] += sizes[i];
+    }
+    assignment
+}
+
+const READBACK_PACKAGE: &str = "version = \"0.1.0\"\nedition = \"2024\"\npublish = false\n\n";
+
+const READBACK_DEPENDENCIES: &str = r#"[dependencies]
 chrono = { version = "0.4.42", default-features = false, features = ["serde"] }
 k8s-openapi = { version = "0.29.0", features = ["latest"] }
 kube = { version = "5.0.0", default-features = false, features = ["derive"] }
 serde = { version = "1.0.228", features = ["derive"] }
 serde_json = "1.0.145"
-
-[workspace]
-
-# Built once and run once: no debug info to write or link.
-[profile.dev]
-debug = false
 "#;
 
-const READBACK_MAIN_HEAD: &str = "//! Reads API server answers back through generated types: one line in, `index<TAB>json`; \
-one line out, `ok<TAB>json` or `error<TAB>reason`.\n\n";
+/// Built once and run once: no debug info to write or link.
+const READBACK_PROFILE: &str = "\n[profile.dev]\ndebug = false\n";
 
-const READBACK_MAIN_TAIL: &str = r#"
-fn round_trip<T: serde::de::DeserializeOwned + serde::Serialize>(json: &str) -> String {
+const READBACK_PART_HEAD: &str = "//! Some of a group's generated types, one module per CRD.\n\
+#![allow(dead_code, unused_imports, clippy::all)]\n\n";
+
+const READBACK_PART_TAIL: &str = r#"
+/// The answer numbered `index` decoded as its CRD's primary type and encoded again; `None`
+/// when this part does not hold that CRD.
+pub fn round_trip(index: &str, json: &str) -> Option<String> {
+    Some(match index {
+{arms}        _ => return None,
+    })
+}
+
+fn round_trip_as<T: serde::de::DeserializeOwned + serde::Serialize>(json: &str) -> String {
     match serde_json::from_str::<T>(json) {
         Ok(value) => match serde_json::to_string(&value) {
             Ok(again) => format!("ok\t{again}"),
@@ -391,14 +452,20 @@ fn round_trip<T: serde::de::DeserializeOwned + serde::Serialize>(json: &str) -> 
         Err(e) => format!("error\tdecoding: {e}"),
     }
 }
+"#;
+
+const READBACK_MAIN: &str = r#"//! Reads API server answers back through generated types: one line in, `index<TAB>json`;
+//! one line out, `ok<TAB>json` or `error<TAB>reason`.
 
 fn main() {
+    let parts: &[fn(&str, &str) -> Option<String>] = &{parts};
     for line in std::io::stdin().lines() {
         let line = line.expect("stdin");
         let (index, json) = line.split_once('\t').expect("index<TAB>json");
-        let answer = match index {
-{arms}        _ => "error\tno such module".to_owned(),
-        };
+        let answer = parts
+            .iter()
+            .find_map(|part| part(index, json))
+            .unwrap_or_else(|| "error\tno such module".to_owned());
         println!("{}", answer.replace('\n', " "));
     }
 }
@@ -409,6 +476,20 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+
+    #[test]
+    fn the_largest_part_is_kept_small_and_every_item_has_one() {
+        let sizes = [50, 10, 40, 30, 20, 60];
+        let assignment = split_by_size(&sizes, 3);
+        let mut load = [0; 3];
+        for (item, part) in assignment.iter().enumerate() {
+            load[*part] += sizes[item];
+        }
+        assert_eq!(load, [70, 70, 70]);
+        assert_eq!(split_by_size(&[5, 7], 4).len(), 2);
+        assert!(split_by_size(&[5, 7], 4).iter().all(|p| *p < 2));
+        assert!(split_by_size(&[], 4).is_empty());
+    }
 
     #[test]
     fn the_first_difference_is_named_by_its_path() {

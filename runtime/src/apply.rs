@@ -1,0 +1,192 @@
+//! Apply-when-different: a child is written by server-side apply only when its cached copy
+//! lacks a field of the desired one, so a reconcile that finds nothing to change writes
+//! nothing, and nothing is read from the API server.
+
+use std::fmt::Debug;
+
+use kube::{
+    Api, Resource,
+    api::{Patch, PatchParams},
+    runtime::reflector::{ObjectRef, Store},
+};
+use serde::{Serialize, de::DeserializeOwned};
+use serde_json::Value;
+
+/// The label on every child an operator applies, with its field manager as the value. The
+/// watches of owned kinds select on it, so the API server sends only the operator's own
+/// children and their caches hold nothing else.
+pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
+
+/// Why a child was not applied.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The owner was built locally rather than read from the API server, so there is no uid
+    /// for the child's ownerReference.
+    #[error("the owner has no uid yet; it must be read from the API")]
+    OwnerWithoutUid,
+    /// The child has no `metadata.name` to apply it under.
+    #[error("an owned object needs metadata.name")]
+    Unnamed,
+    /// The child could not be turned into JSON.
+    #[error("serialization: {0}")]
+    Serialization(#[from] serde_json::Error),
+    /// The API server refused the apply, or could not be reached.
+    #[error("kubernetes api: {0}")]
+    Kube(#[from] kube::Error),
+}
+
+impl crate::Retryable for Error {
+    fn is_transient(&self) -> bool {
+        matches!(self, Self::Kube(_))
+    }
+}
+
+/// Whether `live` holds every field of `desired` with the same value. Fields the server adds
+/// (status, defaults, `resourceVersion`) do not count as differences, and a `null` in
+/// `desired` asks for nothing. Lists must match item by item.
+pub fn contains(live: &Value, desired: &Value) -> bool {
+    match (live, desired) {
+        (Value::Object(live), Value::Object(desired)) => desired.iter().all(|(key, value)| {
+            value.is_null() || live.get(key).is_some_and(|l| contains(l, value))
+        }),
+        (Value::Array(live), Value::Array(desired)) => {
+            live.len() == desired.len() && live.iter().zip(desired).all(|(l, d)| contains(l, d))
+        }
+        (live, desired) => live == desired,
+    }
+}
+
+/// Server-side applies `child` through `api` as `field_manager`, with a controller
+/// ownerReference to `owner` (so it is garbage-collected with it, and its changes map back to
+/// it) and [`MANAGED_BY_LABEL`]. When `cache` already holds the child with every field of the
+/// desired one, it returns the cached child and writes nothing.
+pub async fn apply_owned<P, C>(
+    api: &Api<C>,
+    cache: &Store<C>,
+    owner: &P,
+    mut child: C,
+    field_manager: &str,
+) -> Result<C, Error>
+where
+    P: Resource<DynamicType = ()>,
+    C: Resource<DynamicType = ()> + Clone + Debug + Serialize + DeserializeOwned,
+{
+    let owner_ref = owner
+        .controller_owner_ref(&())
+        .ok_or(Error::OwnerWithoutUid)?;
+    let meta = child.meta_mut();
+    meta.owner_references = Some(vec![owner_ref]);
+    meta.labels
+        .get_or_insert_with(Default::default)
+        .insert(MANAGED_BY_LABEL.to_owned(), field_manager.to_owned());
+    let name = meta.name.clone().ok_or(Error::Unnamed)?;
+    if let Some(cached) = cache.get(&ObjectRef::from_obj(&child))
+        && contains(
+            &serde_json::to_value(cached.as_ref())?,
+            &serde_json::to_value(&child)?,
+        )
+    {
+        return Ok(cached.as_ref().clone());
+    }
+    let params = PatchParams::apply(field_manager).force();
+    Ok(api.patch(&name, &params, &Patch::Apply(&child)).await?)
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use kube::{
+        api::ObjectMeta,
+        runtime::{reflector, watcher},
+    };
+    use serde_json::json;
+
+    use super::*;
+    use crate::testing::mock_api;
+
+    #[test]
+    fn fields_the_server_adds_are_no_difference_but_a_changed_or_missing_one_is() {
+        let live = json!({"a": 1, "b": {"c": [1, {"d": 2, "e": 3}]}, "status": {"x": 1}});
+        assert!(contains(&live, &json!({"a": 1, "b": {"c": [1, {"d": 2}]}})));
+        assert!(contains(&live, &json!({"a": 1, "z": null})));
+        assert!(!contains(&live, &json!({"a": 2})));
+        assert!(
+            !contains(&live, &json!({"b": {"c": [1]}})),
+            "lists match item by item"
+        );
+        assert!(!contains(&live, &json!({"y": 1})));
+    }
+
+    fn owner() -> ConfigMap {
+        ConfigMap {
+            metadata: ObjectMeta {
+                name: Some("owner".to_owned()),
+                namespace: Some("default".to_owned()),
+                uid: Some("0b5e55ed-0000-0000-0000-000000000001".to_owned()),
+                ..ObjectMeta::default()
+            },
+            ..ConfigMap::default()
+        }
+    }
+
+    fn child(value: &str) -> ConfigMap {
+        ConfigMap {
+            metadata: ObjectMeta {
+                name: Some("child".to_owned()),
+                namespace: Some("default".to_owned()),
+                ..ObjectMeta::default()
+            },
+            data: Some([("key".to_owned(), value.to_owned())].into()),
+            ..ConfigMap::default()
+        }
+    }
+
+    #[tokio::test]
+    async fn a_child_is_applied_once_owned_and_labelled_and_not_again_once_cached() {
+        let (client, server) = mock_api(|seen| (200, seen.body.clone()));
+        let api: Api<ConfigMap> = Api::namespaced(client, "default");
+        let (cache, mut writer) = reflector::store();
+
+        let applied = apply_owned(&api, &cache, &owner(), child("1"), "my-operator").await;
+        let applied = applied.expect("the apply is answered");
+        writer.apply_watcher_event(&watcher::Event::Apply(applied));
+        let again = apply_owned(&api, &cache, &owner(), child("1"), "my-operator").await;
+        again.expect("the cached child is returned");
+        let changed = apply_owned(&api, &cache, &owner(), child("2"), "my-operator").await;
+        changed.expect("the changed child is applied");
+        drop(api);
+
+        let seen = server.await.expect("the mock API server ran");
+        assert_eq!(
+            seen.len(),
+            2,
+            "the unchanged child is not written: {seen:#?}"
+        );
+        assert!(seen.iter().all(|s| s.method == http::Method::PATCH));
+        let query = seen[0].uri.query().unwrap_or_default();
+        assert!(query.contains("fieldManager=my-operator") && query.contains("force=true"));
+        let body = &seen[0].body;
+        assert_eq!(body["metadata"]["labels"][MANAGED_BY_LABEL], "my-operator");
+        let owner_ref = &body["metadata"]["ownerReferences"][0];
+        assert_eq!(owner_ref["name"], "owner");
+        assert_eq!(owner_ref["controller"], true);
+        assert_eq!(seen[1].body["data"]["key"], "2");
+    }
+
+    #[tokio::test]
+    async fn an_owner_without_uid_or_a_child_without_name_is_refused_without_a_request() {
+        let (client, server) = mock_api(|seen| (200, seen.body.clone()));
+        let api: Api<ConfigMap> = Api::namespaced(client, "default");
+        let (cache, _writer) = reflector::store();
+        let mut local = owner();
+        local.metadata.uid = None;
+        let refused = apply_owned(&api, &cache, &local, child("1"), "op").await;
+        assert!(matches!(refused, Err(Error::OwnerWithoutUid)));
+        let mut unnamed = child("1");
+        unnamed.metadata.name = None;
+        let refused = apply_owned(&api, &cache, &owner(), unnamed, "op").await;
+        assert!(matches!(refused, Err(Error::Unnamed)));
+        drop(api);
+        assert!(server.await.expect("the mock API server ran").is_empty());
+    }
+}
