@@ -516,7 +516,6 @@ mod tests {
                 "_drive.rs.tera",
                 "_failures.rs.tera",
                 "_policy.rs.tera",
-                "_runtime.rs.tera"
             ]
         );
         assert_eq!(with_partials("types.rs.tera").len(), 1);

@@ -166,7 +166,14 @@ where
         message: &str,
     ) -> Result<bool, Error> {
         lock(&self.set_by_hook).insert(ObjectRef::from_obj(obj));
-        self.write(api, obj, ok, reason, message).await
+        let generation = obj.meta().generation;
+        let outcome = Outcome {
+            ok,
+            reason,
+            message,
+            generation,
+        };
+        self.write(api, obj, &outcome).await
     }
 
     /// Records a reconcile's outcome, unless a hook set the condition during it. A transient
@@ -186,19 +193,27 @@ where
         if set_by_hook || obj.meta().deletion_timestamp.is_some() {
             return Ok(());
         }
-        match result {
-            Ok(_) => self
-                .write(api, obj, true, "Reconciled", SUCCEEDED)
-                .await
-                .map(drop),
+        let generation = obj.meta().generation;
+        let message;
+        let outcome = match result {
+            Ok(_) => Outcome {
+                ok: true,
+                reason: "Reconciled",
+                message: SUCCEEDED,
+                generation,
+            },
             Err(error) if !error.is_transient() => {
-                let message = error.to_string();
-                self.write(api, obj, false, "PermanentError", &message)
-                    .await
-                    .map(drop)
+                message = error.to_string();
+                Outcome {
+                    ok: false,
+                    reason: "PermanentError",
+                    message: &message,
+                    generation,
+                }
             }
-            Err(_) => Ok(()),
-        }
+            Err(_) => return Ok(()),
+        };
+        self.write(api, obj, &outcome).await.map(drop)
     }
 
     /// The last error of a condition write, for a test that waits for the condition in vain.
@@ -206,24 +221,20 @@ where
         lock(&self.last_error).clone()
     }
 
-    async fn write(
-        &self,
-        api: &Api<K>,
-        obj: &K,
-        ok: bool,
-        reason: &str,
-        message: &str,
-    ) -> Result<bool, Error> {
+    /// Writes `outcome` unless `obj`'s conditions already say it; whether it wrote.
+    async fn write(&self, api: &Api<K>, obj: &K, outcome: &Outcome<'_>) -> Result<bool, Error> {
         let live = serde_json::to_value(obj)?;
         let conditions = live
             .pointer("/status/conditions")
             .and_then(Value::as_array)
             .map_or(&[][..], Vec::as_slice);
         let outcome = Outcome {
-            ok,
-            reason,
-            message: if message.is_empty() { reason } else { message },
-            generation: obj.meta().generation,
+            message: if outcome.message.is_empty() {
+                outcome.reason
+            } else {
+                outcome.message
+            },
+            ..*outcome
         };
         let now = serde_json::to_value(Time(Timestamp::now()))?;
         let Some(entry) = self.spec.entry(&outcome, conditions, now) else {

@@ -12,6 +12,9 @@
 //! - [`metrics`]: reconcile metrics and readiness, in the Prometheus text format;
 //! - [`process`]: the process's CPU, memory and file descriptors, read from `/proc` per scrape;
 //! - [`endpoints`]: `/metrics`, `/healthz` and `/readyz` over HTTP;
+//! - [`failures`]: consecutive failed reconciles per object, and the per-object backoff they
+//!   give;
+//! - [`events`]: Kubernetes Events for failed reconciles and the first success after them;
 //! - [`backoff`]: how a failed watch is retried, capped at a few seconds, and at once after a
 //!   410 Gone;
 //! - [`leader`]: leader election on a Lease, so that of several replicas one reconciles, in
@@ -48,6 +51,8 @@ pub mod certificates;
 pub mod client;
 pub mod conditions;
 pub mod endpoints;
+pub mod events;
+pub mod failures;
 pub mod leader;
 pub mod logging;
 pub mod metrics;

@@ -55,7 +55,6 @@ pub const FILES: &[(&str, &str)] = &[
     ("_drive.rs.tera", include_str!("../_drive.rs.tera")),
     ("_failures.rs.tera", include_str!("../_failures.rs.tera")),
     ("_policy.rs.tera", include_str!("../_policy.rs.tera")),
-    ("_runtime.rs.tera", include_str!("../_runtime.rs.tera")),
     (
         "_types_versions.rs.tera",
         include_str!("../_types_versions.rs.tera"),
