@@ -36,8 +36,14 @@ pub enum Error {
 }
 
 impl crate::Retryable for Error {
+    /// The API server or the network may do better on a retry; a request that could not be
+    /// built (a child that does not serialize) fails the same way every time.
     fn is_transient(&self) -> bool {
-        matches!(self, Self::Kube(_))
+        match self {
+            Self::Kube(kube::Error::BuildRequest(_) | kube::Error::SerdeError(_)) => false,
+            Self::Kube(_) => true,
+            Self::OwnerWithoutUid | Self::Unnamed | Self::Serialization(_) => false,
+        }
     }
 }
 
@@ -171,6 +177,18 @@ mod tests {
         assert_eq!(owner_ref["name"], "owner");
         assert_eq!(owner_ref["controller"], true);
         assert_eq!(seen[1].body["data"]["key"], "2");
+    }
+
+    #[test]
+    fn only_what_the_api_server_may_answer_better_is_retried() {
+        use crate::Retryable as _;
+
+        let refused = kube::core::Status::failure("etcdserver: request timed out", "Timeout");
+        assert!(Error::Kube(kube::Error::Api(refused.boxed())).is_transient());
+        let unbuildable = kube::core::request::Error::Validation("no name".to_owned());
+        assert!(!Error::Kube(kube::Error::BuildRequest(unbuildable)).is_transient());
+        assert!(!Error::OwnerWithoutUid.is_transient());
+        assert!(!Error::Unnamed.is_transient());
     }
 
     #[tokio::test]

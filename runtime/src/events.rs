@@ -12,8 +12,8 @@ use crate::Retryable;
 /// The longest note published; the API server refuses an Event whose note is over 1 KiB.
 const NOTE_LIMIT: usize = 1024;
 
-/// The Event for a reconcile of `reference` that ended with `result`, or `None` for a success
-/// that follows a success.
+/// The Event for a reconcile that ended with `result`, after failures or not; `None` for a
+/// success that follows a success.
 pub fn for_outcome<T, E>(result: &Result<T, E>, failed_before: bool) -> Option<Event>
 where
     E: Retryable + Display,

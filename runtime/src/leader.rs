@@ -26,6 +26,16 @@ use crate::{metrics::Metrics, settings::Common, shutdown::Shutdown};
 /// unless `--lease-seconds` says otherwise.
 pub const LEASE_SECONDS: u64 = 15;
 
+/// How many seconds before its Lease would expire a leader renews it: a third of the Lease, and
+/// at least 2 s, so that a short Lease is not lost to one slow request; always less than the
+/// Lease, as kube-lease-manager requires.
+fn renewal_margin(lease_seconds: u64) -> u64 {
+    (lease_seconds / 3)
+        .max(2)
+        .min(lease_seconds.saturating_sub(1))
+        .max(1)
+}
+
 /// How long a replica that lost the Lease waits before it campaigns again after the API
 /// server refused a campaign: about as often as a standby looks at the Lease.
 const CAMPAIGN_RETRY: Duration = Duration::from_secs(2);
@@ -192,7 +202,7 @@ impl Election {
         let mut builder = LeaseManagerBuilder::new(self.client.clone(), &self.lease)
             .with_namespace(&self.namespace)
             .with_duration(self.lease_seconds)
-            .with_grace(self.lease_seconds / 3);
+            .with_grace(renewal_margin(self.lease_seconds));
         if let Some(identity) = &self.identity {
             builder = builder.with_identity(identity);
         }
@@ -525,5 +535,17 @@ mod tests {
             Value::Null,
             "a stopping leader hands the Lease back"
         );
+    }
+
+    #[test]
+    fn a_leader_renews_a_third_of_the_lease_early_and_at_least_two_seconds_early() {
+        assert_eq!(super::renewal_margin(15), 5);
+        assert_eq!(super::renewal_margin(5), 2);
+        assert_eq!(
+            super::renewal_margin(3),
+            2,
+            "a short Lease keeps two seconds"
+        );
+        assert!((3..=3600).all(|lease| (1..lease).contains(&super::renewal_margin(lease))));
     }
 }

@@ -43,8 +43,8 @@ pub struct Common {
     #[arg(long, env = "POD_NAME")]
     pub pod_name: Option<String>,
     /// Seconds a leader holds the Lease without renewing it before another replica may take
-    /// it: how long the operator may go without a leader when one dies. A leader renews at a
-    /// third of it.
+    /// it: how long the operator may go without a leader when one dies. A leader renews it a
+    /// third of it (at least 2 s) before it would expire.
     #[arg(
         long,
         env = "LEASE_SECONDS",

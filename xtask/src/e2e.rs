@@ -669,10 +669,10 @@ impl Suite {
     }
 
     fn apiserver_restart(&mut self) -> Result<()> {
-        // As deploy/ runs it: with leader election, whose Lease the outage outlasts. One
-        // replica keeps its Lease through the outage (nobody else could take it), so this
-        // proves recovery with election on and that the process lives on; a Lease taken
-        // from the leader is `lease_taken_from_the_leader`'s.
+        // As deploy/ runs it, but on the e2e's shorter Lease: with leader election, whose Lease
+        // the outage outlasts. One replica keeps its Lease through the outage (nobody else
+        // could take it), so this proves recovery with election on and that the process lives
+        // on; a Lease taken from the leader is `lease_taken_from_the_leader`'s.
         self.stop("main");
         self.start("main", true)?;
         self.eventually("the replica to lead", || {
