@@ -11,8 +11,9 @@
 //!
 //! A replica learns it lost the Lease when kube-lease-manager next reaches the API server.
 //! One cut off from it keeps reconciling until then, which may be after another replica took
-//! the expired Lease: there is no fencing by a local renew deadline yet (the sharding work
-//! needs it, and brings it).
+//! the expired Lease: the election does not fence itself by a local deadline. Sharded
+//! replicas do ([`crate::sharding::Fence`]), because there a missed deadline would let two
+//! replicas reconcile one object.
 
 use std::{future::Future, time::Duration};
 
@@ -29,7 +30,7 @@ pub const LEASE_SECONDS: u64 = 15;
 /// How many seconds before its Lease would expire a leader renews it: a third of the Lease, and
 /// at least 2 s, so that a short Lease is not lost to one slow request; always less than the
 /// Lease, as kube-lease-manager requires.
-fn renewal_margin(lease_seconds: u64) -> u64 {
+pub(crate) fn renewal_margin(lease_seconds: u64) -> u64 {
     (lease_seconds / 3)
         .max(2)
         .min(lease_seconds.saturating_sub(1))

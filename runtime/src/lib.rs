@@ -19,6 +19,9 @@
 //!   410 Gone;
 //! - [`leader`]: leader election on a Lease, so that of several replicas one reconciles, in
 //!   terms: a replica that loses the Lease campaigns again in process;
+//! - [`sharding`]: several replicas reconciling at once, each its own share of the objects:
+//!   consistent hashing over the replicas' Leases, the drain handshake that moves an object,
+//!   and the fence that stops a replica before its Lease could expire;
 //! - [`shutdown`]: SIGTERM or Ctrl+C, heard across leadership terms;
 //! - [`cache`]: a cache's writing half that outlives a term, and the caches' sizes as a
 //!   metric;
@@ -58,6 +61,7 @@ pub mod logging;
 pub mod metrics;
 pub mod process;
 pub mod settings;
+pub mod sharding;
 pub mod shutdown;
 #[cfg(any(test, feature = "test-util"))]
 pub mod testing;
