@@ -1,0 +1,197 @@
+//! A replica's membership of its ring: a Lease of its own, renewed before it could expire,
+//! each renewal moving the replica's [`Fence`].
+
+use std::{future::Future, time::Duration};
+
+use k8s_openapi::{
+    api::coordination::v1::Lease, apimachinery::pkg::apis::meta::v1::MicroTime, jiff::Timestamp,
+};
+use kube::{
+    Api, Client,
+    api::{DeleteParams, Patch, PatchParams},
+};
+use serde_json::{Value, json};
+use tokio::{sync::watch, time::Instant};
+
+use super::{Fence, RING_LABEL};
+use crate::leader::renewal_margin;
+
+/// How long a replica waits after a renewal the API server refused before it tries again; its
+/// fence closes meanwhile if the API server stays away.
+const RETRY: Duration = Duration::from_secs(1);
+
+/// This replica's Lease in its ring: named by the pod, so no other replica ever writes it, and
+/// labelled with the ring, so the sharder finds it.
+pub struct Member {
+    api: Api<Lease>,
+    name: String,
+    ring: String,
+    lease_seconds: u64,
+}
+
+impl Member {
+    /// The member `name` (the pod's name) of the ring `ring` (the operator's name), holding a
+    /// Lease of `lease_seconds` in `namespace`.
+    pub fn new(
+        client: Client,
+        namespace: &str,
+        name: &str,
+        ring: &str,
+        lease_seconds: u64,
+    ) -> Self {
+        Self {
+            api: Api::namespaced(client, namespace),
+            name: name.to_owned(),
+            ring: ring.to_owned(),
+            lease_seconds,
+        }
+    }
+
+    /// The Lease as this replica applies it: held by itself, renewed now.
+    fn lease(&self) -> Value {
+        json!({
+            "apiVersion": "coordination.k8s.io/v1",
+            "kind": "Lease",
+            "metadata": {"name": &self.name, "labels": {RING_LABEL: &self.ring}},
+            "spec": {
+                "holderIdentity": &self.name,
+                "leaseDurationSeconds": self.lease_seconds,
+                "renewTime": MicroTime(Timestamp::now()),
+            },
+        })
+    }
+
+    /// Renews the Lease once, creating it the first time: a server-side apply, which needs no
+    /// read before it.
+    pub async fn renew(&self) -> Result<(), kube::Error> {
+        let params = PatchParams::apply(&self.ring).force();
+        self.api
+            .patch(&self.name, &params, &Patch::Apply(self.lease()))
+            .await?;
+        Ok(())
+    }
+
+    /// Renews the Lease until `stop` resolves, moving `fence` after each renewal that
+    /// succeeded, then deletes the Lease, so that the sharder moves this replica's objects at
+    /// once rather than after the Lease would have expired.
+    ///
+    /// A refused renewal is retried every second, and one left unanswered is given up when the
+    /// next is due; the fence closes on its own if none succeeds in time.
+    pub async fn hold(&self, fence: &watch::Sender<Fence>, stop: impl Future<Output = ()>) {
+        let interval = Duration::from_secs(
+            self.lease_seconds
+                .saturating_sub(renewal_margin(self.lease_seconds)),
+        );
+        tokio::pin!(stop);
+        loop {
+            let sent = Instant::now();
+            // A renewal the API server leaves unanswered is given up when the next one is due.
+            let renewal = tokio::time::timeout(interval, self.renew());
+            let outcome = tokio::select! {
+                biased;
+                () = &mut stop => break,
+                outcome = renewal => outcome,
+            };
+            let next = match outcome {
+                Ok(Ok(())) => {
+                    fence.send_modify(|fence| fence.renewed(sent));
+                    interval
+                }
+                Ok(Err(error)) => {
+                    tracing::warn!(%error, lease = %self.name, "could not renew the shard's Lease");
+                    RETRY
+                }
+                Err(_) => {
+                    tracing::warn!(lease = %self.name, "the shard's Lease renewal timed out");
+                    RETRY
+                }
+            };
+            tokio::select! {
+                // A stop due at the same moment as the next renewal wins.
+                biased;
+                () = &mut stop => break,
+                () = tokio::time::sleep_until(sent + next) => {}
+            }
+        }
+        if let Err(error) = self.api.delete(&self.name, &DeleteParams::default()).await {
+            tracing::warn!(%error, lease = %self.name, "could not delete the shard's Lease");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use http::Method;
+
+    use super::*;
+    use crate::testing::{Seen, mock_api};
+
+    const PATH: &str = "/apis/coordination.k8s.io/v1/namespaces/ops/leases/op-7d9f-x2";
+
+    fn member(client: Client) -> Member {
+        Member::new(client, "ops", "op-7d9f-x2", "my-operator", 10)
+    }
+
+    #[tokio::test]
+    async fn a_renewal_applies_the_lease_held_by_the_replica_and_labelled_with_its_ring() {
+        let (client, server) = mock_api(|seen| (200, seen.body.clone()));
+        member(client).renew().await.expect("renewed");
+        let seen = server.await.expect("the mock API server ran");
+        let [renewal] = seen.as_slice() else {
+            panic!("one request: {seen:?}");
+        };
+        assert_eq!(renewal.method, Method::PATCH);
+        assert_eq!(renewal.path(), PATH);
+        let query = renewal.uri.query().unwrap_or_default();
+        assert!(query.contains("fieldManager=my-operator") && query.contains("force=true"));
+        let body = &renewal.body;
+        assert_eq!(body["metadata"]["labels"][RING_LABEL], "my-operator");
+        assert_eq!(body["spec"]["holderIdentity"], "op-7d9f-x2");
+        assert_eq!(body["spec"]["leaseDurationSeconds"], 10);
+        let renewed: MicroTime =
+            serde_json::from_value(body["spec"]["renewTime"].clone()).expect("a MicroTime");
+        assert!(Timestamp::now().duration_since(renewed.0).as_secs() < 5);
+    }
+
+    /// Holds the Lease against a server that answers renewals with `renewal` for `for_secs`
+    /// seconds of paused time, then stops; the requests, and the fence as it was before the
+    /// stop.
+    async fn hold(renewal: u16, for_secs: u64) -> (Vec<Seen>, Fence) {
+        let (client, server) = mock_api(move |seen| match seen.method {
+            Method::PATCH if renewal == 200 => (200, seen.body.clone()),
+            Method::PATCH => (renewal, crate::testing::conflict()),
+            _ => (200, json!({})),
+        });
+        let (fence, watched) = watch::channel(Fence::new(10, renewal_margin(10)));
+        let stopped = async move {
+            tokio::time::sleep(Duration::from_secs(for_secs)).await;
+        };
+        member(client).hold(&fence, stopped).await;
+        let fence = watched.borrow().clone();
+        (server.await.expect("the mock API server ran"), fence)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_held_lease_is_renewed_before_it_would_expire_and_deleted_on_stop() {
+        let start = Instant::now();
+        let (seen, fence) = hold(200, 20).await;
+        let methods: Vec<_> = seen.iter().map(|s| s.method.clone()).collect();
+        // Renewed at 0, 7 and 14 s (10 s Lease, renewed 3 s early), deleted at 20 s.
+        assert_eq!(
+            methods,
+            [Method::PATCH, Method::PATCH, Method::PATCH, Method::DELETE]
+        );
+        assert!(seen.iter().all(|s| s.path() == PATH));
+        let deadline = fence.deadline().expect("renewed") - start;
+        assert_eq!(deadline, Duration::from_secs(14 + 9));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_replica_whose_renewals_fail_is_fenced() {
+        let (seen, fence) = hold(500, 5).await;
+        let renewals = seen.iter().filter(|s| s.method == Method::PATCH).count();
+        assert_eq!(renewals, 5, "retried every second");
+        assert!(!fence.holds(Instant::now()));
+        assert_eq!(fence.deadline(), None);
+    }
+}

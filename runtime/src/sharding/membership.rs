@@ -1,0 +1,259 @@
+//! Who the live shards are, as the sharder sees their Leases, and a replica's own deadline.
+
+use std::{collections::BTreeMap, time::Duration};
+
+use k8s_openapi::api::coordination::v1::Lease;
+// Tokio's clock, which tests may pause and advance; outside them it is the monotonic clock.
+use tokio::time::Instant;
+
+/// What the sharder last saw of one shard's Lease.
+#[derive(Debug, Clone, PartialEq)]
+struct Observation {
+    holder: Option<String>,
+    renewed: Option<String>,
+    duration: Duration,
+    /// When, on the sharder's clock, the Lease was last seen to change.
+    changed: Instant,
+}
+
+/// Which shards are live, as the sharder has seen their Leases.
+///
+/// A Lease counts as renewed when its renew time changes, timed on the sharder's own clock
+/// (as client-go's leader election does), so no two clocks need to agree. A shard is live
+/// until its Lease has gone unchanged for its duration. After an outage, [`Membership::resync`]
+/// starts every Lease's duration again: an API server that was unreachable for longer than a
+/// Lease kept the replicas from renewing, and must not make the sharder move every object.
+#[derive(Debug, Clone, Default)]
+pub struct Membership {
+    leases: BTreeMap<String, Observation>,
+}
+
+impl Membership {
+    /// Records a shard's Lease as the sharder read it at `now`; the shard is the Lease's name.
+    pub fn observe(&mut self, lease: &Lease, now: Instant) {
+        let Some(name) = lease.metadata.name.clone() else {
+            return;
+        };
+        let spec = lease.spec.as_ref();
+        let holder = spec
+            .and_then(|s| s.holder_identity.clone())
+            .filter(|h| !h.is_empty());
+        let renewed = spec
+            .and_then(|s| s.renew_time.as_ref())
+            .map(|t| t.0.to_string());
+        let seconds = spec.and_then(|s| s.lease_duration_seconds).unwrap_or(0);
+        let duration = Duration::from_secs(u64::try_from(seconds).unwrap_or(0));
+        let seen = Observation {
+            holder,
+            renewed,
+            duration,
+            changed: now,
+        };
+        match self.leases.get_mut(&name) {
+            Some(last) if last.holder == seen.holder && last.renewed == seen.renewed => {
+                last.duration = seen.duration;
+            }
+            _ => {
+                self.leases.insert(name, seen);
+            }
+        }
+    }
+
+    /// Forgets a shard whose Lease was deleted: it is gone at once.
+    pub fn forget(&mut self, lease: &str) {
+        self.leases.remove(lease);
+    }
+
+    /// Treats every Lease as seen to change at `now`: after the sharder could not watch them,
+    /// it cannot tell a replica that stopped renewing from one that could not reach the API
+    /// server either.
+    pub fn resync(&mut self, now: Instant) {
+        for lease in self.leases.values_mut() {
+            lease.changed = now;
+        }
+    }
+
+    /// Whether `shard` is live at `now`: its Lease is held and was renewed within its
+    /// duration.
+    pub fn is_live(&self, shard: &str, now: Instant) -> bool {
+        self.leases.get(shard).is_some_and(|lease| {
+            lease.holder.is_some() && now.saturating_duration_since(lease.changed) < lease.duration
+        })
+    }
+
+    /// The live shards at `now`, by name.
+    pub fn live(&self, now: Instant) -> Vec<&str> {
+        self.leases
+            .keys()
+            .filter(|shard| self.is_live(shard, now))
+            .map(String::as_str)
+            .collect()
+    }
+
+    /// When the next live shard would expire unless renewed: when the sharder should look
+    /// again without a new event.
+    pub fn next_expiry(&self, now: Instant) -> Option<Instant> {
+        self.leases
+            .iter()
+            .filter(|(shard, _)| self.is_live(shard, now))
+            .map(|(_, lease)| lease.changed + lease.duration)
+            .min()
+    }
+}
+
+/// A replica's own deadline: it reconciles only while it holds its Lease by its own clock, and
+/// stops a margin before the sharder could see the Lease expire, so that the objects moved
+/// away from it are never reconciled twice at once.
+///
+/// The deadline runs from the moment a renewal was *sent*, which is no later than the moment
+/// the API server stored it, which is no later than the moment the sharder saw it: the
+/// replica's deadline comes before the sharder's by at least the margin.
+#[derive(Debug, Clone)]
+pub struct Fence {
+    lease: Duration,
+    margin: Duration,
+    renewed: Option<Instant>,
+}
+
+impl Fence {
+    /// The fence of a Lease held for `lease_seconds`, renewed `renewal_margin` seconds before
+    /// it would expire: the fence closes halfway through that margin (at least 1 s before the
+    /// end), after the renewal was due and before the Lease could expire.
+    pub fn new(lease_seconds: u64, renewal_margin: u64) -> Self {
+        let margin = (renewal_margin / 2).max(1).min(lease_seconds);
+        Self {
+            lease: Duration::from_secs(lease_seconds),
+            margin: Duration::from_secs(margin),
+            renewed: None,
+        }
+    }
+
+    /// Records a renewal that succeeded, sent at `sent`.
+    pub fn renewed(&mut self, sent: Instant) {
+        if self.renewed.is_none_or(|last| sent > last) {
+            self.renewed = Some(sent);
+        }
+    }
+
+    /// When this replica must have stopped reconciling, unless it renews first; `None` before
+    /// its first renewal.
+    pub fn deadline(&self) -> Option<Instant> {
+        self.renewed
+            .map(|sent| sent + self.lease.saturating_sub(self.margin))
+    }
+
+    /// Whether this replica may reconcile at `now`.
+    pub fn holds(&self, now: Instant) -> bool {
+        self.deadline().is_some_and(|deadline| now < deadline)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::{
+        api::coordination::v1::LeaseSpec,
+        apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta},
+        jiff::Timestamp,
+    };
+
+    use super::*;
+
+    fn lease(name: &str, holder: Option<&str>, renewed_at: i64) -> Lease {
+        Lease {
+            metadata: ObjectMeta {
+                name: Some(name.to_owned()),
+                ..ObjectMeta::default()
+            },
+            spec: Some(LeaseSpec {
+                holder_identity: holder.map(str::to_owned),
+                lease_duration_seconds: Some(10),
+                renew_time: Some(MicroTime(
+                    Timestamp::from_second(renewed_at).expect("a valid time"),
+                )),
+                ..LeaseSpec::default()
+            }),
+        }
+    }
+
+    #[test]
+    fn a_shard_is_live_until_its_lease_goes_unrenewed_for_its_duration() {
+        let start = Instant::now();
+        let mut members = Membership::default();
+        members.observe(&lease("op-a", Some("op-a"), 100), start);
+        members.observe(&lease("op-b", Some("op-b"), 100), start);
+        // op-a renews at 6 s; op-b's Lease is read again, unchanged.
+        let later = start + Duration::from_secs(6);
+        members.observe(&lease("op-a", Some("op-a"), 106), later);
+        members.observe(&lease("op-b", Some("op-b"), 100), later);
+        let expired = start + Duration::from_secs(10);
+        assert_eq!(members.live(expired), ["op-a"]);
+        assert_eq!(
+            members.next_expiry(expired),
+            Some(later + Duration::from_secs(10))
+        );
+        assert!(members.live(later + Duration::from_secs(10)).is_empty());
+    }
+
+    #[test]
+    fn a_released_or_deleted_lease_is_gone_at_once() {
+        let start = Instant::now();
+        let mut members = Membership::default();
+        members.observe(&lease("op-a", Some("op-a"), 100), start);
+        members.observe(&lease("op-b", Some("op-b"), 100), start);
+        members.observe(&lease("op-a", None, 100), start);
+        members.forget("op-b");
+        assert!(members.live(start).is_empty());
+        assert_eq!(members.next_expiry(start), None);
+    }
+
+    #[test]
+    fn an_outage_longer_than_a_lease_expires_no_shard() {
+        let start = Instant::now();
+        let mut members = Membership::default();
+        members.observe(&lease("op-a", Some("op-a"), 100), start);
+        // The sharder could not watch for 30 s; nobody could renew either.
+        let back = start + Duration::from_secs(30);
+        members.resync(back);
+        members.observe(&lease("op-a", Some("op-a"), 100), back);
+        assert_eq!(members.live(back + Duration::from_secs(9)), ["op-a"]);
+        // A replica that really stopped is still found out one duration later.
+        assert!(members.live(back + Duration::from_secs(10)).is_empty());
+    }
+
+    #[test]
+    fn a_replica_stops_before_the_sharder_could_see_its_lease_expire() {
+        let sent = Instant::now();
+        let mut fence = Fence::new(10, crate::leader::renewal_margin(10));
+        assert!(!fence.holds(sent), "no renewal yet");
+        fence.renewed(sent);
+        // The renewal is due at 7 s; the fence closes at 9 s; the Lease ends at 10 s, from a
+        // moment the sharder saw no earlier than `sent`.
+        assert!(fence.holds(sent + Duration::from_secs(8)));
+        assert!(!fence.holds(sent + Duration::from_secs(9)));
+        let mut members = Membership::default();
+        members.observe(&lease("op-a", Some("op-a"), 100), sent);
+        let deadline = fence.deadline().expect("renewed");
+        assert!(members.is_live("op-a", deadline));
+        // An older renewal reported late does not move the deadline back.
+        fence.renewed(sent - Duration::from_secs(1));
+        assert_eq!(fence.deadline(), Some(deadline));
+    }
+
+    #[test]
+    fn a_short_lease_still_fences_before_it_expires() {
+        for lease_seconds in 3..=60 {
+            let margin = crate::leader::renewal_margin(lease_seconds);
+            let mut fence = Fence::new(lease_seconds, margin);
+            let sent = Instant::now();
+            fence.renewed(sent);
+            let open = fence.deadline().expect("renewed") - sent;
+            let lease = Duration::from_secs(lease_seconds);
+            let due = Duration::from_secs(lease_seconds - margin);
+            assert!(open < lease, "{lease_seconds} s: fence at {open:?}");
+            assert!(
+                open > due,
+                "{lease_seconds} s: fence at {open:?}, renewal at {due:?}"
+            );
+        }
+    }
+}
