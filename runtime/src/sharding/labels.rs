@@ -43,6 +43,14 @@ impl Labels {
         labels.contains_key(&self.drain)
     }
 
+    /// Where an object with `labels` stands.
+    pub fn placement(&self, labels: &BTreeMap<String, String>) -> Placement {
+        Placement {
+            shard: labels.get(&self.shard).cloned(),
+            draining: self.drain_requested(labels),
+        }
+    }
+
     /// The merge patch by which a replica lets go of a drained object: both labels removed,
     /// on condition that the object is still at `resource_version`.
     pub fn acknowledge(&self, resource_version: &str) -> Value {
@@ -65,6 +73,15 @@ fn is_dns_label(name: &str) -> bool {
         && bytes.last() != Some(&b'-')
 }
 
+/// Where an object stands, as its labels say.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Placement {
+    /// The shard its label names, if any.
+    pub shard: Option<String>,
+    /// Whether its shard is asked to let it go.
+    pub draining: bool,
+}
+
 /// What the sharder does with one object.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Decision {
@@ -78,11 +95,10 @@ pub enum Decision {
 }
 
 impl Decision {
-    /// What the sharder decides for an object carrying `labels`, given where `assignment` puts
+    /// What the sharder decides for an object at `placement`, given where `assignment` puts
     /// `key` and whether a shard is `live`.
     pub fn for_object(
-        names: &Labels,
-        labels: &BTreeMap<String, String>,
+        placement: &Placement,
         key: &ObjectKey<'_>,
         assignment: &impl Assignment,
         live: impl Fn(&str) -> bool,
@@ -92,11 +108,10 @@ impl Decision {
         let Some(desired) = assignment.shard_for(key) else {
             return Self::Keep;
         };
-        let current = labels.get(names.shard()).map(String::as_str);
-        match current {
+        match placement.shard.as_deref() {
             None => Self::Assign(desired.to_owned()),
             Some(shard) if !live(shard) => Self::Assign(desired.to_owned()),
-            Some(_) if names.drain_requested(labels) => Self::Keep,
+            Some(_) if placement.draining => Self::Keep,
             Some(shard) if shard == desired => Self::Keep,
             Some(_) => Self::Drain,
         }
@@ -153,7 +168,8 @@ mod tests {
         }
         let object = key("w");
         let desired = ring.shard_for(&object).unwrap_or_default().to_owned();
-        let decision = Decision::for_object(&names, &labels, &object, &ring, |s| live.contains(&s));
+        let placement = names.placement(&labels);
+        let decision = Decision::for_object(&placement, &object, &ring, |s| live.contains(&s));
         (decision, desired)
     }
 

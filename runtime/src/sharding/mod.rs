@@ -24,11 +24,13 @@ mod labels;
 mod member;
 mod membership;
 mod ring;
+mod sharder;
 
-pub use labels::{Decision, Labels};
+pub use labels::{Decision, Labels, Placement};
 pub use member::Member;
 pub use membership::{Fence, Membership};
 pub use ring::{Assignment, ObjectKey, Ring, VIRTUAL_NODES};
+pub use sharder::{Relabel, Sharder};
 
 /// The label on every shard's Lease naming the operator (the ring) it is a member of; the
 /// sharder lists Leases by it.

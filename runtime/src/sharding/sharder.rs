@@ -1,0 +1,409 @@
+//! The sharder's state: the live shards and, for every object of one kind, where its labels
+//! place it. Events go in; the label writes that they call for come out. The watches that feed
+//! it and the writes it returns are the caller's, so all of its judgement is tested here.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::{api::coordination::v1::Lease, apimachinery::pkg::apis::meta::v1::ObjectMeta};
+use serde_json::Value;
+use tokio::time::Instant;
+
+use super::{Assignment, Decision, Labels, Membership, ObjectKey, Placement, Ring};
+
+/// A label write the sharder asks for: a merge patch of one object's metadata, conditional
+/// on the `resourceVersion` it was decided on.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Relabel {
+    /// The object's namespace; `None` when it is cluster-scoped.
+    pub namespace: Option<String>,
+    /// The object's name.
+    pub name: String,
+    /// The merge patch.
+    pub patch: Value,
+}
+
+/// What the sharder keeps of an object: only its placement and version, so its memory per
+/// object is a name and a few short strings, whatever the object holds.
+#[derive(Debug, Clone)]
+struct Tracked {
+    placement: Placement,
+    resource_version: String,
+}
+
+/// The sharder of one kind of object in one ring.
+#[derive(Debug)]
+pub struct Sharder {
+    labels: Labels,
+    group: String,
+    kind: String,
+    membership: Membership,
+    /// The ring over the shards that were live at the last [`Sharder::refresh`].
+    ring: Ring,
+    objects: BTreeMap<(Option<String>, String), Tracked>,
+}
+
+impl Sharder {
+    /// The sharder of objects of `group` and `kind`, placing them with `labels`.
+    pub fn new(labels: Labels, group: &str, kind: &str) -> Self {
+        Self {
+            labels,
+            group: group.to_owned(),
+            kind: kind.to_owned(),
+            membership: Membership::default(),
+            ring: Ring::default(),
+            objects: BTreeMap::new(),
+        }
+    }
+
+    /// A shard's Lease as the watch saw it at `now`.
+    pub fn lease_applied(&mut self, lease: &Lease, now: Instant) {
+        self.membership.observe(lease, now);
+    }
+
+    /// A shard's Lease was deleted: the replica stopped and let its objects go.
+    pub fn lease_deleted(&mut self, lease: &str) {
+        self.membership.forget(lease);
+    }
+
+    /// The Leases' watch is back after it failed: every Lease gets a fresh duration (see
+    /// [`Membership::resync`]).
+    pub fn resync(&mut self, now: Instant) {
+        self.membership.resync(now);
+    }
+
+    /// The live shards at the last [`Sharder::refresh`].
+    pub fn shards(&self) -> &[String] {
+        self.ring.shards()
+    }
+
+    /// How many objects the sharder tracks.
+    pub fn objects(&self) -> usize {
+        self.objects.len()
+    }
+
+    /// When a live shard's Lease would next expire unless renewed: when to call
+    /// [`Sharder::refresh`] without a new event.
+    pub fn next_check(&self, now: Instant) -> Option<Instant> {
+        self.membership.next_expiry(now)
+    }
+
+    /// Takes the shards live at `now` as the ring; when they changed, the writes that move
+    /// every object the change concerns.
+    pub fn refresh(&mut self, now: Instant) -> Vec<Relabel> {
+        let live = self.membership.live(now);
+        if live == self.ring.shards() {
+            return Vec::new();
+        }
+        tracing::info!(shards = ?live, "shards changed");
+        self.ring = Ring::new(live);
+        self.objects
+            .iter()
+            .filter_map(|((namespace, name), tracked)| {
+                self.relabel(namespace.as_deref(), name, tracked)
+            })
+            .collect()
+    }
+
+    /// An object as its watch saw it; the write that places it, if it needs one.
+    pub fn object_applied(&mut self, meta: &ObjectMeta) -> Option<Relabel> {
+        let name = meta.name.clone()?;
+        let tracked = Tracked {
+            placement: self
+                .labels
+                .placement(meta.labels.as_ref().unwrap_or(&BTreeMap::new())),
+            resource_version: meta.resource_version.clone().unwrap_or_default(),
+        };
+        let relabel = self.relabel(meta.namespace.as_deref(), &name, &tracked);
+        self.objects.insert((meta.namespace.clone(), name), tracked);
+        relabel
+    }
+
+    /// An object was deleted.
+    pub fn object_deleted(&mut self, meta: &ObjectMeta) {
+        if let Some(name) = &meta.name {
+            self.objects.remove(&(meta.namespace.clone(), name.clone()));
+        }
+    }
+
+    /// The write that `tracked` needs on the current ring, if any.
+    fn relabel(&self, namespace: Option<&str>, name: &str, tracked: &Tracked) -> Option<Relabel> {
+        let key = ObjectKey {
+            group: &self.group,
+            kind: &self.kind,
+            namespace,
+            name,
+        };
+        let shards = self.ring.shards();
+        let live = |shard: &str| shards.binary_search_by(|s| s.as_str().cmp(shard)).is_ok();
+        let decision = Decision::for_object(&tracked.placement, &key, &self.ring, live);
+        let patch = decision.patch(&self.labels, &tracked.resource_version)?;
+        Some(Relabel {
+            namespace: namespace.map(str::to_owned),
+            name: name.to_owned(),
+            patch,
+        })
+    }
+
+    /// Where the ring puts an object, for tests and logs.
+    pub fn shard_for(&self, namespace: Option<&str>, name: &str) -> Option<&str> {
+        self.ring.shard_for(&ObjectKey {
+            group: &self.group,
+            kind: &self.kind,
+            namespace,
+            name,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use k8s_openapi::{
+        api::coordination::v1::LeaseSpec, apimachinery::pkg::apis::meta::v1::MicroTime,
+        jiff::Timestamp,
+    };
+    use serde_json::json;
+
+    use super::*;
+
+    const SHARD: &str = "shard.operator-gen.io/op";
+    const DRAIN: &str = "drain.operator-gen.io/op";
+
+    fn sharder() -> Sharder {
+        Sharder::new(
+            Labels::new("op").expect("a DNS label"),
+            "example.com",
+            "Widget",
+        )
+    }
+
+    fn lease(name: &str, renewed_at: i64) -> Lease {
+        Lease {
+            metadata: ObjectMeta {
+                name: Some(name.to_owned()),
+                ..ObjectMeta::default()
+            },
+            spec: Some(LeaseSpec {
+                holder_identity: Some(name.to_owned()),
+                lease_duration_seconds: Some(10),
+                renew_time: Some(MicroTime(
+                    Timestamp::from_second(renewed_at).expect("a valid time"),
+                )),
+                ..LeaseSpec::default()
+            }),
+        }
+    }
+
+    /// Widget `name` at `version`, labelled `labels`.
+    fn widget(name: &str, version: u32, labels: &[(&str, &str)]) -> ObjectMeta {
+        ObjectMeta {
+            name: Some(name.to_owned()),
+            namespace: Some("default".to_owned()),
+            resource_version: Some(version.to_string()),
+            labels: Some(
+                labels
+                    .iter()
+                    .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                    .collect(),
+            ),
+            ..ObjectMeta::default()
+        }
+    }
+
+    fn names(count: usize) -> Vec<String> {
+        (0..count).map(|i| format!("widget-{i}")).collect()
+    }
+
+    /// Carries out `relabels` on `objects` as the API server would, bumping their versions,
+    /// and feeds the results back as the watch would.
+    fn apply(
+        sharder: &mut Sharder,
+        objects: &mut BTreeMap<String, ObjectMeta>,
+        relabels: Vec<Relabel>,
+    ) {
+        for relabel in relabels {
+            let object = objects.get_mut(&relabel.name).expect("a known object");
+            let version: u32 = object
+                .resource_version
+                .as_deref()
+                .unwrap_or("0")
+                .parse()
+                .expect("a number");
+            assert_eq!(
+                relabel.patch["metadata"]["resourceVersion"],
+                version.to_string(),
+                "written from the version last seen"
+            );
+            let labels = object.labels.get_or_insert_default();
+            for (key, value) in relabel.patch["metadata"]["labels"]
+                .as_object()
+                .expect("labels")
+            {
+                match value.as_str() {
+                    Some(value) => labels.insert(key.clone(), value.to_owned()),
+                    None => labels.remove(key),
+                };
+            }
+            object.resource_version = Some((version + 1).to_string());
+            assert_eq!(sharder.object_applied(object), None, "settled once written");
+        }
+    }
+
+    fn shard_of(object: &ObjectMeta) -> Option<&str> {
+        object.labels.as_ref()?.get(SHARD).map(String::as_str)
+    }
+
+    #[test]
+    fn objects_seen_before_any_shard_is_live_are_assigned_once_one_is() {
+        let now = Instant::now();
+        let mut sharder = sharder();
+        assert_eq!(sharder.object_applied(&widget("a", 1, &[])), None);
+        sharder.lease_applied(&lease("op-1", 100), now);
+        let relabels = sharder.refresh(now);
+        assert_eq!(
+            relabels,
+            [Relabel {
+                namespace: Some("default".into()),
+                name: "a".into(),
+                patch: json!({"metadata": {"resourceVersion": "1", "labels": {SHARD: "op-1", DRAIN: null}}}),
+            }]
+        );
+        assert!(sharder.refresh(now).is_empty(), "the ring did not change");
+    }
+
+    #[test]
+    fn a_shard_that_joins_gets_its_objects_only_through_a_drain() {
+        let now = Instant::now();
+        let mut sharder = sharder();
+        sharder.lease_applied(&lease("op-1", 100), now);
+        sharder.refresh(now);
+        let mut objects: BTreeMap<String, ObjectMeta> = names(300)
+            .into_iter()
+            .map(|name| (name.clone(), widget(&name, 1, &[])))
+            .collect();
+        let first: Vec<Relabel> = objects
+            .values()
+            .filter_map(|object| sharder.object_applied(object))
+            .collect();
+        apply(&mut sharder, &mut objects, first);
+        assert!(objects.values().all(|o| shard_of(o) == Some("op-1")));
+
+        sharder.lease_applied(&lease("op-2", 100), now);
+        let drains = sharder.refresh(now);
+        let moving: Vec<String> = objects
+            .keys()
+            .filter(|name| sharder.shard_for(Some("default"), name) == Some("op-2"))
+            .cloned()
+            .collect();
+        assert!(!moving.is_empty());
+        let drained: Vec<&str> = drains.iter().map(|r| r.name.as_str()).collect();
+        assert_eq!(drained, moving, "exactly the objects that move are drained");
+        assert!(
+            drains
+                .iter()
+                .all(|r| r.patch["metadata"]["labels"][SHARD].is_null()
+                    && r.patch["metadata"]["labels"][DRAIN] == "true")
+        );
+        apply(&mut sharder, &mut objects, drains);
+        // Draining objects stay with op-1 until op-1 acknowledges.
+        assert!(
+            moving
+                .iter()
+                .all(|name| shard_of(&objects[name]) == Some("op-1"))
+        );
+
+        // op-1 acknowledges each in a reconcile: both labels go, and the sharder assigns.
+        for name in &moving {
+            let object = objects.get_mut(name).expect("known");
+            object.labels = Some(BTreeMap::new());
+            object.resource_version = Some("10".into());
+            let relabel = sharder.object_applied(object).expect("assigned");
+            assert_eq!(relabel.patch["metadata"]["labels"][SHARD], "op-2");
+        }
+    }
+
+    #[test]
+    fn a_shard_whose_lease_expires_loses_its_objects_without_a_drain() {
+        let start = Instant::now();
+        let mut sharder = sharder();
+        sharder.lease_applied(&lease("op-1", 100), start);
+        sharder.lease_applied(&lease("op-2", 100), start);
+        sharder.refresh(start);
+        let mut objects: BTreeMap<String, ObjectMeta> = names(100)
+            .into_iter()
+            .map(|name| (name.clone(), widget(&name, 1, &[])))
+            .collect();
+        let first: Vec<Relabel> = objects
+            .values()
+            .filter_map(|object| sharder.object_applied(object))
+            .collect();
+        apply(&mut sharder, &mut objects, first);
+        let of_2 = objects
+            .values()
+            .filter(|o| shard_of(o) == Some("op-2"))
+            .count();
+        assert!(of_2 > 0);
+
+        // op-1 renews; op-2 does not.
+        let later = start + Duration::from_secs(6);
+        sharder.lease_applied(&lease("op-1", 106), later);
+        assert_eq!(
+            sharder.next_check(later),
+            Some(start + Duration::from_secs(10))
+        );
+        let expired = start + Duration::from_secs(10);
+        let moves = sharder.refresh(expired);
+        assert_eq!(sharder.shards(), ["op-1"]);
+        assert_eq!(moves.len(), of_2);
+        apply(&mut sharder, &mut objects, moves);
+        assert!(objects.values().all(|o| shard_of(o) == Some("op-1")));
+    }
+
+    #[test]
+    fn an_outage_longer_than_a_lease_moves_nothing() {
+        let start = Instant::now();
+        let mut sharder = sharder();
+        sharder.lease_applied(&lease("op-1", 100), start);
+        sharder.lease_applied(&lease("op-2", 100), start);
+        sharder.refresh(start);
+        for name in names(50) {
+            sharder.object_applied(&widget(&name, 1, &[]));
+        }
+        // The watch failed for 60 s, then listed both Leases again, unrenewed.
+        let back = start + Duration::from_secs(60);
+        sharder.resync(back);
+        sharder.lease_applied(&lease("op-1", 100), back);
+        sharder.lease_applied(&lease("op-2", 100), back);
+        assert!(sharder.refresh(back).is_empty());
+        assert_eq!(sharder.shards(), ["op-1", "op-2"]);
+    }
+
+    #[test]
+    fn a_deleted_object_is_forgotten() {
+        let now = Instant::now();
+        let mut sharder = sharder();
+        let object = widget("a", 1, &[]);
+        sharder.object_applied(&object);
+        sharder.object_deleted(&object);
+        assert_eq!(sharder.objects(), 0);
+        sharder.lease_applied(&lease("op-1", 100), now);
+        assert!(sharder.refresh(now).is_empty());
+    }
+
+    #[test]
+    fn a_stopped_replicas_objects_move_at_once() {
+        let now = Instant::now();
+        let mut sharder = sharder();
+        sharder.lease_applied(&lease("op-1", 100), now);
+        sharder.lease_applied(&lease("op-2", 100), now);
+        sharder.refresh(now);
+        sharder.object_applied(&widget("a", 3, &[(SHARD, "op-2")]));
+        sharder.object_applied(&widget("b", 3, &[(SHARD, "op-1")]));
+        sharder.lease_deleted("op-2");
+        let moves = sharder.refresh(now);
+        assert_eq!(moves.len(), 1);
+        assert_eq!(moves[0].name, "a");
+        assert_eq!(moves[0].patch["metadata"]["labels"][SHARD], "op-1");
+    }
+}
