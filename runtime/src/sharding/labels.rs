@@ -43,6 +43,11 @@ impl Labels {
         labels.contains_key(&self.drain)
     }
 
+    /// The label selector of the objects placed on `shard`: what its replica watches.
+    pub fn selector(&self, shard: &str) -> String {
+        format!("{}={shard}", self.shard)
+    }
+
     /// Where an object with `labels` stands.
     pub fn placement(&self, labels: &BTreeMap<String, String>) -> Placement {
         Placement {
@@ -59,6 +64,19 @@ impl Labels {
             "labels": {&self.shard: null, &self.drain: null},
         }})
     }
+}
+
+/// Whether `value` can be a label's value, so a shard of that name can be written: at most 63
+/// letters, digits, '-', '_' and '.', starting and ending with a letter or digit.
+pub(super) fn is_label_value(value: &str) -> bool {
+    let bytes = value.as_bytes();
+    !bytes.is_empty()
+        && bytes.len() <= 63
+        && bytes
+            .iter()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+        && bytes.first().is_some_and(u8::is_ascii_alphanumeric)
+        && bytes.last().is_some_and(u8::is_ascii_alphanumeric)
 }
 
 /// A DNS-1123 label: what Kubernetes accepts as the name part of a label key.
@@ -152,6 +170,14 @@ mod tests {
         let labels = Labels::new("my-operator").expect("a DNS label");
         assert_eq!(labels.shard(), "shard.operator-gen.io/my-operator");
         assert_eq!(labels.drain(), "drain.operator-gen.io/my-operator");
+        assert_eq!(
+            labels.selector("my-operator-7d9f-x2"),
+            "shard.operator-gen.io/my-operator=my-operator-7d9f-x2"
+        );
+        assert!(is_label_value("my-operator-7d9f-x2") && is_label_value("A.b_c"));
+        for bad in ["", "-a", "a-", "a/b", &"a".repeat(64)] {
+            assert!(!is_label_value(bad), "{bad:?}");
+        }
     }
 
     /// The sharder's decision for an object labelled `shard` (and drained when `draining`),

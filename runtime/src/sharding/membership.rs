@@ -6,6 +6,8 @@ use k8s_openapi::api::coordination::v1::Lease;
 // Tokio's clock, which tests may pause and advance; outside them it is the monotonic clock.
 use tokio::time::Instant;
 
+use super::labels::is_label_value;
+
 /// What the sharder last saw of one shard's Lease.
 #[derive(Debug, Clone, PartialEq)]
 struct Observation {
@@ -31,7 +33,8 @@ pub struct Membership {
 impl Membership {
     /// Records a shard's Lease as the sharder read it at `now`; the shard is the Lease's name.
     pub fn observe(&mut self, lease: &Lease, now: Instant) {
-        let Some(name) = lease.metadata.name.clone() else {
+        // A shard's name is written as a label value; a Lease named otherwise cannot be one.
+        let Some(name) = lease.metadata.name.clone().filter(|n| is_label_value(n)) else {
             return;
         };
         let spec = lease.spec.as_ref();
@@ -62,6 +65,11 @@ impl Membership {
     /// Forgets a shard whose Lease was deleted: it is gone at once.
     pub fn forget(&mut self, lease: &str) {
         self.leases.remove(lease);
+    }
+
+    /// Keeps only the Leases for which `keep` holds.
+    pub fn retain(&mut self, keep: impl Fn(&str) -> bool) {
+        self.leases.retain(|name, _| keep(name));
     }
 
     /// Treats every Lease as seen to change at `now`: after the sharder could not watch them,
@@ -192,6 +200,14 @@ mod tests {
             Some(later + Duration::from_secs(10))
         );
         assert!(members.live(later + Duration::from_secs(10)).is_empty());
+    }
+
+    #[test]
+    fn a_lease_whose_name_cannot_be_a_label_value_is_no_shard() {
+        let now = Instant::now();
+        let mut members = Membership::default();
+        members.observe(&lease(&"p".repeat(64), Some("p"), 100), now);
+        assert!(members.live(now).is_empty());
     }
 
     #[test]

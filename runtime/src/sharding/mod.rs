@@ -20,12 +20,14 @@
 //! around it take the [`Assignment`] trait, so that a server-side filter (Kubernetes 1.36's
 //! sharded list and watch) can replace the labels later.
 
+mod actor;
 mod labels;
 mod member;
 mod membership;
 mod ring;
 mod sharder;
 
+pub use actor::run as run_sharder;
 pub use labels::{Decision, Labels, Placement};
 pub use member::Member;
 pub use membership::{Fence, Membership};

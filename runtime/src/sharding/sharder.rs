@@ -96,12 +96,30 @@ impl Sharder {
         }
         tracing::info!(shards = ?live, "shards changed");
         self.ring = Ring::new(live);
+        self.pending()
+    }
+
+    /// The writes every tracked object needs on the current ring: after a change of the ring,
+    /// or to retry writes that failed.
+    pub fn pending(&self) -> Vec<Relabel> {
         self.objects
             .iter()
             .filter_map(|((namespace, name), tracked)| {
                 self.relabel(namespace.as_deref(), name, tracked)
             })
             .collect()
+    }
+
+    /// Keeps only the Leases for which `listed` holds: after a relist, those not listed were
+    /// deleted while the watch was away.
+    pub fn retain_leases(&mut self, listed: impl Fn(&str) -> bool) {
+        self.membership.retain(listed);
+    }
+
+    /// Keeps only the objects (namespace and name) for which `listed` holds: after a relist,
+    /// those not listed were deleted while the watch was away.
+    pub fn retain_objects(&mut self, listed: impl Fn(&(Option<String>, String)) -> bool) {
+        self.objects.retain(|key, _| listed(key));
     }
 
     /// An object as its watch saw it; the write that places it, if it needs one.
@@ -389,6 +407,22 @@ mod tests {
         assert_eq!(sharder.objects(), 0);
         sharder.lease_applied(&lease("op-1", 100), now);
         assert!(sharder.refresh(now).is_empty());
+    }
+
+    #[test]
+    fn what_a_relist_no_longer_shows_is_forgotten() {
+        let now = Instant::now();
+        let mut sharder = sharder();
+        sharder.lease_applied(&lease("op-1", 100), now);
+        sharder.lease_applied(&lease("op-2", 100), now);
+        sharder.object_applied(&widget("a", 1, &[]));
+        sharder.object_applied(&widget("b", 1, &[]));
+        sharder.retain_leases(|name| name == "op-1");
+        sharder.retain_objects(|(_, name)| name == "b");
+        sharder.refresh(now);
+        assert_eq!(sharder.shards(), ["op-1"]);
+        let pending: Vec<String> = sharder.pending().into_iter().map(|r| r.name).collect();
+        assert_eq!(pending, ["b"]);
     }
 
     #[test]
