@@ -29,6 +29,7 @@ use crate::cluster::{self, Cluster, OperatorCrate};
 
 pub(crate) mod conversion;
 mod monitoring;
+mod sharding;
 mod status;
 pub(crate) mod webhooks;
 
@@ -128,6 +129,22 @@ pub fn run(args: E2eArgs) -> Result<std::process::ExitCode> {
         passed += checked - failures;
     }
     println!("phase tests: {:.1?}", started.elapsed());
+    if args.only.is_empty() || args.only.iter().any(|o| o == "operator-gen-runtime") {
+        let started = Instant::now();
+        for (check, result) in sharding::run(&admin) {
+            match result {
+                Ok(detail) => {
+                    println!("ok   operator-gen-runtime: {check} ({detail})");
+                    passed += 1;
+                }
+                Err(error) => {
+                    println!("FAIL operator-gen-runtime: {check}: {error:#}");
+                    failed += 1;
+                }
+            }
+        }
+        println!("phase sharding: {:.1?}", started.elapsed());
+    }
     println!("{passed} passed, {failed} failed");
     Ok(if failed == 0 {
         std::process::ExitCode::SUCCESS

@@ -47,6 +47,12 @@ impl Member {
         }
     }
 
+    /// This replica's fence, closed until its first renewal: hand a channel of it to
+    /// [`Member::hold`], and check it before each reconcile.
+    pub fn fence(&self) -> Fence {
+        Fence::new(self.lease_seconds, renewal_margin(self.lease_seconds))
+    }
+
     /// The Lease as this replica applies it: held by itself, renewed now.
     fn lease(&self) -> Value {
         json!({
@@ -73,7 +79,8 @@ impl Member {
 
     /// Renews the Lease until `stop` resolves, moving `fence` after each renewal that
     /// succeeded, then deletes the Lease, so that the sharder moves this replica's objects at
-    /// once rather than after the Lease would have expired.
+    /// once rather than after the Lease would have expired. `stop` should resolve once the
+    /// replica's reconciles have finished, so that none overlaps one by the next replica.
     ///
     /// A refused renewal is retried every second, and one left unanswered is given up when the
     /// next is due; the fence closes on its own if none succeeds in time.
@@ -162,11 +169,14 @@ mod tests {
             Method::PATCH => (renewal, crate::testing::conflict()),
             _ => (200, json!({})),
         });
-        let (fence, watched) = watch::channel(Fence::new(10, renewal_margin(10)));
+        let member = member(client);
+        let (fence, watched) = watch::channel(member.fence());
         let stopped = async move {
             tokio::time::sleep(Duration::from_secs(for_secs)).await;
         };
-        member(client).hold(&fence, stopped).await;
+        member.hold(&fence, stopped).await;
+        // The mock API server's record is complete once its last client is gone.
+        drop(member);
         let fence = watched.borrow().clone();
         (server.await.expect("the mock API server ran"), fence)
     }

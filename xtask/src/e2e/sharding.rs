@@ -1,0 +1,496 @@
+//! The runtime's sharding protocol on the real API server, before a generated operator wires it
+//! in: the sharder (`sharding::run_sharder`) and in-process replicas over ConfigMaps in a
+//! namespace of their own. Each replica holds its own Lease (`sharding::Member`), watches only
+//! the objects labelled with its name, reconciles them only while its fence holds, and lets a
+//! drained object go inside a reconcile.
+//!
+//! Replicas join, crash and stop while every reconcile is recorded as an interval on one clock.
+//! The checks read those intervals, not annotations (which would add writes): every object
+//! is reconciled by the replica the ring puts it on, no object is ever reconciled by two
+//! replicas at once, and a crashed replica's objects move within the Lease and a stated margin.
+
+use std::{
+    collections::BTreeMap,
+    path::Path,
+    sync::{Arc, Mutex},
+    time::Duration,
+};
+
+use anyhow::{Context as _, Result, bail};
+use futures::{StreamExt, TryStreamExt, stream};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use kube::{
+    Api, Client, ResourceExt,
+    api::{DeleteParams, ListParams, ObjectMeta, Patch, PatchParams, PostParams},
+    runtime::watcher::{self, Event, watcher},
+};
+use operator_gen_runtime::{
+    backoff::RetryExt,
+    sharding::{Assignment, Fence, Labels, Member, ObjectKey, Ring, run_sharder},
+    shutdown::{Shutdown, Trigger},
+};
+use tokio::{sync::watch, task::JoinHandle, time::Instant};
+
+/// The ring, and the namespace its Leases and objects live in.
+const RING: &str = "e2e-sharding";
+/// How many objects the replicas share.
+const OBJECTS: usize = 200;
+/// The replicas' Lease: short, so that a crash is found out in seconds.
+const LEASE_SECONDS: u64 = 3;
+/// How long after a crash its objects may take to move: the Lease, plus one relabel and one
+/// reconcile each.
+const CRASH_BOUND: Duration = Duration::from_secs(LEASE_SECONDS + 5);
+/// How long a reconcile takes here: long enough that two at once would overlap measurably.
+const RECONCILE: Duration = Duration::from_millis(20);
+/// How long each state gets to settle.
+const PATIENCE: Duration = Duration::from_secs(60);
+
+/// One reconcile (or a drain's acknowledgement, which is one) by one replica.
+#[derive(Debug, Clone)]
+struct Interval {
+    object: String,
+    replica: String,
+    start: Instant,
+    end: Instant,
+}
+
+type Journal = Arc<Mutex<Vec<Interval>>>;
+
+/// The checks, in order, each with what it measured; they share one control plane.
+pub(super) fn run(admin: &Path) -> Vec<(&'static str, Result<String>)> {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(error) => return vec![("a runtime for the sharding checks", Err(error.into()))],
+    };
+    runtime.block_on(async {
+        let client = match crate::bench::client(admin).await {
+            Ok(client) => client,
+            Err(error) => return vec![("a client of the API server", Err(error))],
+        };
+        let mut protocol = Protocol::new(client);
+        let results = protocol.checks().await;
+        protocol.teardown().await;
+        results
+    })
+}
+
+/// An in-process replica: its tasks and what stops them.
+struct Replica {
+    trigger: Trigger,
+    task: JoinHandle<()>,
+}
+
+struct Protocol {
+    client: Client,
+    labels: Labels,
+    journal: Journal,
+    replicas: BTreeMap<String, Replica>,
+    sharder: Option<(Trigger, JoinHandle<()>)>,
+}
+
+impl Protocol {
+    fn new(client: Client) -> Self {
+        Self {
+            client,
+            // A constant DNS label.
+            labels: Labels::new(RING).expect("the ring's name is a DNS label"),
+            journal: Journal::default(),
+            replicas: BTreeMap::new(),
+            sharder: None,
+        }
+    }
+
+    async fn checks(&mut self) -> Vec<(&'static str, Result<String>)> {
+        let mut results = Vec::new();
+        let setup = self.setup().await;
+        let failed = setup.is_err();
+        results.push(("sharding: 200 objects and two replicas", setup));
+        if failed {
+            return results;
+        }
+        let steps: [(&'static str, Step); 4] = [
+            (
+                "sharding: every object is reconciled by its shard",
+                Step::Settle,
+            ),
+            (
+                "sharding: a third replica joins; objects move to it only through a drain",
+                Step::Join,
+            ),
+            (
+                "sharding: a crashed replica's objects move once its Lease expires",
+                Step::Crash,
+            ),
+            (
+                "sharding: a stopped replica's objects move at once",
+                Step::Stop,
+            ),
+        ];
+        for (name, step) in steps {
+            let result = self.step(step).await;
+            let failed = result.is_err();
+            results.push((name, result));
+            if failed {
+                return results;
+            }
+        }
+        results.push((
+            "sharding: no object was reconciled by two replicas at once",
+            self.no_overlap(),
+        ));
+        results
+    }
+
+    async fn setup(&mut self) -> Result<String> {
+        let namespaces: Api<Namespace> = Api::all(self.client.clone());
+        let namespace = Namespace {
+            metadata: ObjectMeta {
+                name: Some(RING.to_owned()),
+                ..ObjectMeta::default()
+            },
+            ..Namespace::default()
+        };
+        match namespaces.create(&PostParams::default(), &namespace).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(status)) if status.code == 409 => {}
+            Err(error) => return Err(error).context("creating the namespace"),
+        }
+        let objects = self.objects();
+        objects
+            .delete_collection(&DeleteParams::default(), &ListParams::default())
+            .await
+            .context("clearing the namespace's ConfigMaps")?;
+        stream::iter(0..OBJECTS)
+            .map(|i| {
+                let objects = objects.clone();
+                async move {
+                    let object = ConfigMap {
+                        metadata: ObjectMeta {
+                            name: Some(format!("object-{i}")),
+                            ..ObjectMeta::default()
+                        },
+                        ..ConfigMap::default()
+                    };
+                    objects.create(&PostParams::default(), &object).await
+                }
+            })
+            .buffer_unordered(16)
+            .try_collect::<Vec<_>>()
+            .await
+            .context("creating the objects")?;
+        self.start_sharder();
+        for name in ["replica-a", "replica-b"] {
+            self.start_replica(name);
+        }
+        Ok(format!("{OBJECTS} ConfigMaps, Lease {LEASE_SECONDS} s"))
+    }
+
+    fn objects(&self) -> Api<ConfigMap> {
+        Api::namespaced(self.client.clone(), RING)
+    }
+
+    fn start_sharder(&mut self) {
+        let (shutdown, trigger) = Shutdown::manual();
+        let client = self.client.clone();
+        let task = tokio::spawn(async move {
+            let stop = shutdown.requested();
+            if let Err(error) = run_sharder::<ConfigMap>(client, RING, RING, Some(RING), stop).await
+            {
+                eprintln!("the sharder stopped: {error}");
+            }
+        });
+        self.sharder = Some((trigger, task));
+    }
+
+    fn start_replica(&mut self, name: &str) {
+        let (shutdown, trigger) = Shutdown::manual();
+        let task = tokio::spawn(replica(
+            self.client.clone(),
+            name.to_owned(),
+            self.labels.clone(),
+            self.journal.clone(),
+            shutdown,
+        ));
+        self.replicas
+            .insert(name.to_owned(), Replica { trigger, task });
+    }
+
+    async fn step(&mut self, step: Step) -> Result<String> {
+        let started = Instant::now();
+        match step {
+            Step::Settle => {
+                let (took, _) = self.settled(started).await?;
+                Ok(format!("settled in {took:.1?}"))
+            }
+            Step::Join => {
+                let before = self.placements().await?;
+                self.start_replica("replica-c");
+                let (took, after) = self.settled(started).await?;
+                let moved: Vec<&String> = after
+                    .iter()
+                    .filter(|(object, shard)| before.get(*object) != Some(*shard))
+                    .map(|(object, _)| object)
+                    .collect();
+                if moved.iter().any(|object| after[*object] != "replica-c") {
+                    bail!("objects moved between the replicas that stayed");
+                }
+                self.reconciled_after(&moved, "replica-c", started)?;
+                Ok(format!(
+                    "{} objects moved to replica-c in {took:.1?}",
+                    moved.len()
+                ))
+            }
+            Step::Crash => {
+                let crashed = self
+                    .replicas
+                    .remove("replica-b")
+                    .context("replica-b runs")?;
+                // Aborted, as a killed process would be: its Lease stays until it expires.
+                crashed.task.abort();
+                let before = self.placements().await?;
+                let (took, _) = self.settled(started).await?;
+                let moved: Vec<&String> = before
+                    .iter()
+                    .filter(|(_, shard)| shard.as_str() == "replica-b")
+                    .map(|(object, _)| object)
+                    .collect();
+                if took > CRASH_BOUND {
+                    bail!(
+                        "{} objects took {took:.1?} to move, over {CRASH_BOUND:?}",
+                        moved.len()
+                    );
+                }
+                Ok(format!(
+                    "{} objects moved in {took:.1?} (Lease {LEASE_SECONDS} s, bound {CRASH_BOUND:?})",
+                    moved.len()
+                ))
+            }
+            Step::Stop => {
+                let stopped = self
+                    .replicas
+                    .remove("replica-c")
+                    .context("replica-c runs")?;
+                stopped.trigger.stop();
+                stopped.task.await.context("replica-c's task")?;
+                let (took, _) = self.settled(started).await?;
+                if took >= Duration::from_secs(LEASE_SECONDS) {
+                    bail!("took {took:.1?}: as long as the Lease, so it was not handed back");
+                }
+                Ok(format!("moved in {took:.1?}"))
+            }
+        }
+    }
+
+    /// Where every object's label places it.
+    async fn placements(&self) -> Result<BTreeMap<String, String>> {
+        let list = self.objects().list(&ListParams::default()).await?;
+        Ok(list
+            .items
+            .iter()
+            .map(|object| {
+                let shard = object.labels().get(self.labels.shard()).cloned();
+                (object.name_any(), shard.unwrap_or_default())
+            })
+            .collect())
+    }
+
+    /// Waits until every object is placed where the ring of the running replicas puts it, none
+    /// is draining, and each was reconciled by its replica since `since`; how long that took,
+    /// and the placements.
+    async fn settled(&self, since: Instant) -> Result<(Duration, BTreeMap<String, String>)> {
+        let ring = Ring::new(self.replicas.keys().cloned());
+        let deadline = since + PATIENCE;
+        loop {
+            let list = self.objects().list(&ListParams::default()).await?;
+            let mut wrong = 0;
+            let mut placements = BTreeMap::new();
+            for object in &list.items {
+                let name = object.name_any();
+                let labels = object.labels();
+                let desired = ring.shard_for(&ObjectKey {
+                    group: "",
+                    kind: "ConfigMap",
+                    namespace: Some(RING),
+                    name: &name,
+                });
+                let shard = labels.get(self.labels.shard()).map(String::as_str);
+                if shard != desired || self.labels.drain_requested(labels) {
+                    wrong += 1;
+                }
+                placements.insert(name, shard.unwrap_or_default().to_owned());
+            }
+            if wrong == 0 && list.items.len() == OBJECTS && self.all_reconciled(&placements) {
+                return Ok((since.elapsed(), placements));
+            }
+            if Instant::now() > deadline {
+                bail!(
+                    "after {PATIENCE:?}, {wrong} of {} objects are not where the ring puts them",
+                    list.items.len()
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// Whether each object's last reconcile was by the replica it is placed on.
+    fn all_reconciled(&self, placements: &BTreeMap<String, String>) -> bool {
+        let journal = self.journal.lock().expect("the journal's lock");
+        let mut last: BTreeMap<&str, &str> = BTreeMap::new();
+        for interval in journal.iter() {
+            last.insert(&interval.object, &interval.replica);
+        }
+        placements
+            .iter()
+            .all(|(object, shard)| last.get(object.as_str()) == Some(&shard.as_str()))
+    }
+
+    fn reconciled_after(&self, objects: &[&String], replica: &str, since: Instant) -> Result<()> {
+        let journal = self.journal.lock().expect("the journal's lock");
+        for object in objects {
+            let reconciled = journal.iter().any(|interval| {
+                interval.object == **object
+                    && interval.replica == replica
+                    && interval.start >= since
+            });
+            if !reconciled {
+                bail!("{object} moved to {replica} but {replica} never reconciled it");
+            }
+        }
+        Ok(())
+    }
+
+    /// Per object, the intervals of different replicas never overlap.
+    fn no_overlap(&self) -> Result<String> {
+        let journal = self.journal.lock().expect("the journal's lock");
+        let mut by_object: BTreeMap<&str, Vec<&Interval>> = BTreeMap::new();
+        for interval in journal.iter() {
+            by_object
+                .entry(&interval.object)
+                .or_default()
+                .push(interval);
+        }
+        let mut handovers = 0;
+        for (object, intervals) in &mut by_object {
+            intervals.sort_by_key(|interval| interval.start);
+            for pair in intervals.windows(2) {
+                let (earlier, later) = (pair[0], pair[1]);
+                if earlier.replica == later.replica {
+                    continue;
+                }
+                handovers += 1;
+                if later.start < earlier.end {
+                    bail!(
+                        "{object}: {} began {:?} before {} ended",
+                        later.replica,
+                        earlier.end - later.start,
+                        earlier.replica
+                    );
+                }
+            }
+        }
+        Ok(format!(
+            "{} reconciles, {handovers} hand-overs between replicas",
+            journal.len()
+        ))
+    }
+
+    async fn teardown(&mut self) {
+        for (_, replica) in std::mem::take(&mut self.replicas) {
+            replica.trigger.stop();
+            let _ = replica.task.await;
+        }
+        if let Some((trigger, task)) = self.sharder.take() {
+            trigger.stop();
+            let _ = task.await;
+        }
+        let namespaces: Api<Namespace> = Api::all(self.client.clone());
+        let _ = namespaces.delete(RING, &DeleteParams::default()).await;
+    }
+}
+
+#[derive(Clone, Copy)]
+enum Step {
+    Settle,
+    Join,
+    Crash,
+    Stop,
+}
+
+/// A replica: holds its Lease and reconciles the objects on its shard until `shutdown`. As an
+/// operator would, it stops reconciling before it hands its Lease back, so the objects that
+/// then move are never reconciled by it and their next replica at once.
+async fn replica(
+    client: Client,
+    name: String,
+    labels: Labels,
+    journal: Journal,
+    shutdown: Shutdown,
+) {
+    let member = Member::new(client.clone(), RING, &name, RING, LEASE_SECONDS);
+    let (fence, fenced) = watch::channel(member.fence());
+    let (done, done_trigger) = Shutdown::manual();
+    let holding = member.hold(&fence, done.requested());
+    let working = async {
+        tokio::select! {
+            () = reconcile_shard(client, &name, &labels, &journal, fenced) => {}
+            () = shutdown.requested() => {}
+        }
+        done_trigger.stop();
+    };
+    tokio::join!(holding, working);
+}
+
+/// Reconciles each object the replica's shard label selects, while `fence` holds; lets a
+/// drained one go instead.
+async fn reconcile_shard(
+    client: Client,
+    name: &str,
+    labels: &Labels,
+    journal: &Journal,
+    mut fence: watch::Receiver<Fence>,
+) {
+    // The sharder places objects on this replica only once it has seen its Lease renewed.
+    if fence
+        .wait_for(|fence| fence.holds(Instant::now()))
+        .await
+        .is_err()
+    {
+        return;
+    }
+    let objects: Api<ConfigMap> = Api::namespaced(client, RING);
+    let config = watcher::Config::default().labels(&labels.selector(name));
+    let events = watcher(objects.clone(), config).retried();
+    tokio::pin!(events);
+    while let Some(event) = events.next().await {
+        let object = match event {
+            Ok(Event::Apply(object) | Event::InitApply(object)) => object,
+            _ => continue,
+        };
+        if !fence.borrow().holds(Instant::now()) {
+            continue;
+        }
+        let start = Instant::now();
+        if labels.drain_requested(object.labels()) {
+            let version = object.resource_version().unwrap_or_default();
+            let patch = Patch::Merge(labels.acknowledge(&version));
+            if let Err(error) = objects
+                .patch(&object.name_any(), &PatchParams::default(), &patch)
+                .await
+            {
+                eprintln!("{name}: acknowledging a drain: {error}");
+            }
+        } else {
+            tokio::time::sleep(RECONCILE).await;
+        }
+        journal.lock().expect("the journal's lock").push(Interval {
+            object: object.name_any(),
+            replica: name.to_owned(),
+            start,
+            end: Instant::now(),
+        });
+    }
+}
