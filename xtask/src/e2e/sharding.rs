@@ -41,7 +41,10 @@ const LEASE_SECONDS: u64 = 3;
 /// reconcile each.
 const CRASH_BOUND: Duration = Duration::from_secs(LEASE_SECONDS + 5);
 /// How long a reconcile takes here: long enough that two at once would overlap measurably.
-const RECONCILE: Duration = Duration::from_millis(20);
+const RECONCILE: Duration = Duration::from_millis(2);
+/// How often a replica reconciles every object it holds, as requeues and children's events
+/// would: a replica that kept an object it should have let go would soon overlap another.
+const RESYNC: Duration = Duration::from_millis(500);
 /// How long each state gets to settle.
 const PATIENCE: Duration = Duration::from_secs(60);
 
@@ -50,6 +53,8 @@ const PATIENCE: Duration = Duration::from_secs(60);
 struct Interval {
     object: String,
     replica: String,
+    /// Whether it was a drain's acknowledgement.
+    acknowledged: bool,
     start: Instant,
     end: Instant,
 }
@@ -239,6 +244,7 @@ impl Protocol {
                     bail!("objects moved between the replicas that stayed");
                 }
                 self.reconciled_after(&moved, "replica-c", started)?;
+                self.drained(&moved, &before, started)?;
                 Ok(format!(
                     "{} objects moved to replica-c in {took:.1?}",
                     moved.len()
@@ -363,6 +369,31 @@ impl Protocol {
         Ok(())
     }
 
+    /// Each of `objects` was let go by its replica in `before` since `since`.
+    fn drained(
+        &self,
+        objects: &[&String],
+        before: &BTreeMap<String, String>,
+        since: Instant,
+    ) -> Result<()> {
+        let journal = self.journal.lock().expect("the journal's lock");
+        for object in objects {
+            let previous = &before[*object];
+            let acknowledged = journal.iter().any(|interval| {
+                interval.acknowledged
+                    && interval.object == **object
+                    && interval.replica == *previous
+                    && interval.start >= since
+            });
+            if !acknowledged {
+                bail!(
+                    "{object} moved from {previous} without a drain that {previous} acknowledged"
+                );
+            }
+        }
+        Ok(())
+    }
+
     /// Per object, the intervals of different replicas never overlap.
     fn no_overlap(&self) -> Result<String> {
         let journal = self.journal.lock().expect("the journal's lock");
@@ -444,8 +475,8 @@ async fn replica(
     tokio::join!(holding, working);
 }
 
-/// Reconciles each object the replica's shard label selects, while `fence` holds; lets a
-/// drained one go instead.
+/// Reconciles each object the replica's shard label selects, on each change and every
+/// [`RESYNC`] as a requeue would, while `fence` holds; lets a drained one go instead.
 async fn reconcile_shard(
     client: Client,
     name: &str,
@@ -465,32 +496,53 @@ async fn reconcile_shard(
     let config = watcher::Config::default().labels(&labels.selector(name));
     let events = watcher(objects.clone(), config).retried();
     tokio::pin!(events);
-    while let Some(event) = events.next().await {
-        let object = match event {
-            Ok(Event::Apply(object) | Event::InitApply(object)) => object,
-            _ => continue,
+    let mut cache: BTreeMap<String, ConfigMap> = BTreeMap::new();
+    let mut resync = tokio::time::interval(RESYNC);
+    resync.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        let due: Vec<ConfigMap> = tokio::select! {
+            // Changes first, as a controller's queue would take them; a resync round waits.
+            biased;
+            event = events.next() => match event {
+                Some(Ok(Event::Apply(object) | Event::InitApply(object))) => {
+                    cache.insert(object.name_any(), object.clone());
+                    vec![object]
+                }
+                Some(Ok(Event::Delete(object))) => {
+                    cache.remove(&object.name_any());
+                    Vec::new()
+                }
+                Some(_) => Vec::new(),
+                None => return,
+            },
+            _ = resync.tick() => cache.values().cloned().collect(),
         };
-        if !fence.borrow().holds(Instant::now()) {
-            continue;
-        }
-        let start = Instant::now();
-        if labels.drain_requested(object.labels()) {
-            let version = object.resource_version().unwrap_or_default();
-            let patch = Patch::Merge(labels.acknowledge(&version));
-            if let Err(error) = objects
-                .patch(&object.name_any(), &PatchParams::default(), &patch)
-                .await
-            {
-                eprintln!("{name}: acknowledging a drain: {error}");
+        for object in due {
+            let key = object.name_any();
+            if !cache.contains_key(&key) || !fence.borrow().holds(Instant::now()) {
+                continue;
             }
-        } else {
-            tokio::time::sleep(RECONCILE).await;
+            let start = Instant::now();
+            let acknowledged = labels.drain_requested(object.labels());
+            if acknowledged {
+                let version = object.resource_version().unwrap_or_default();
+                let patch = Patch::Merge(labels.acknowledge(&version));
+                match objects.patch(&key, &PatchParams::default(), &patch).await {
+                    Ok(_) => {
+                        cache.remove(&key);
+                    }
+                    Err(error) => eprintln!("{name}: acknowledging a drain: {error}"),
+                }
+            } else {
+                tokio::time::sleep(RECONCILE).await;
+            }
+            journal.lock().expect("the journal's lock").push(Interval {
+                object: key,
+                replica: name.to_owned(),
+                acknowledged,
+                start,
+                end: Instant::now(),
+            });
         }
-        journal.lock().expect("the journal's lock").push(Interval {
-            object: object.name_any(),
-            replica: name.to_owned(),
-            start,
-            end: Instant::now(),
-        });
     }
 }
