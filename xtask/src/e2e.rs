@@ -131,7 +131,8 @@ pub fn run(args: E2eArgs) -> Result<std::process::ExitCode> {
     println!("phase tests: {:.1?}", started.elapsed());
     if args.only.is_empty() || args.only.iter().any(|o| o == "operator-gen-runtime") {
         let started = Instant::now();
-        for (check, result) in sharding::run(&admin) {
+        let restart = own_cluster.then(|| Cluster::new(workspace.clone()));
+        for (check, result) in sharding::run(&admin, restart) {
             match result {
                 Ok(detail) => {
                     println!("ok   operator-gen-runtime: {check} ({detail})");

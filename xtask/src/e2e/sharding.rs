@@ -7,7 +7,8 @@
 //! Replicas join, crash and stop while every reconcile is recorded as an interval on one clock.
 //! The checks read those intervals, not annotations (which would add writes): every object
 //! is reconciled by the replica the ring puts it on, no object is ever reconciled by two
-//! replicas at once, and a crashed replica's objects move within the Lease and a stated margin.
+//! replicas at once, a crashed replica's objects move within the Lease and a stated margin, and
+//! an API server restart that outlasts the Lease moves (writes) nothing.
 
 use std::{
     collections::BTreeMap,
@@ -30,6 +31,8 @@ use operator_gen_runtime::{
     shutdown::{Shutdown, Trigger},
 };
 use tokio::{sync::watch, task::JoinHandle, time::Instant};
+
+use crate::cluster::Cluster;
 
 /// The ring, and the namespace its Leases and objects live in.
 const RING: &str = "e2e-sharding";
@@ -62,7 +65,9 @@ struct Interval {
 type Journal = Arc<Mutex<Vec<Interval>>>;
 
 /// The checks, in order, each with what it measured; they share one control plane.
-pub(super) fn run(admin: &Path) -> Vec<(&'static str, Result<String>)> {
+/// With `restart`, the API server is restarted too, to prove that an outage longer than the
+/// Lease moves nothing.
+pub(super) fn run(admin: &Path, restart: Option<Cluster>) -> Vec<(&'static str, Result<String>)> {
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -76,7 +81,7 @@ pub(super) fn run(admin: &Path) -> Vec<(&'static str, Result<String>)> {
             Ok(client) => client,
             Err(error) => return vec![("a client of the API server", Err(error))],
         };
-        let mut protocol = Protocol::new(client);
+        let mut protocol = Protocol::new(client, restart);
         let results = protocol.checks().await;
         protocol.teardown().await;
         results
@@ -95,10 +100,12 @@ struct Protocol {
     journal: Journal,
     replicas: BTreeMap<String, Replica>,
     sharder: Option<(Trigger, JoinHandle<()>)>,
+    /// The control plane, when it is ours to restart.
+    cluster: Option<Arc<Cluster>>,
 }
 
 impl Protocol {
-    fn new(client: Client) -> Self {
+    fn new(client: Client, cluster: Option<Cluster>) -> Self {
         Self {
             client,
             // A constant DNS label.
@@ -106,6 +113,7 @@ impl Protocol {
             journal: Journal::default(),
             replicas: BTreeMap::new(),
             sharder: None,
+            cluster: cluster.map(Arc::new),
         }
     }
 
@@ -117,7 +125,7 @@ impl Protocol {
         if failed {
             return results;
         }
-        let steps: [(&'static str, Step); 4] = [
+        let steps: [(&'static str, Step); 5] = [
             (
                 "sharding: every object is reconciled by its shard",
                 Step::Settle,
@@ -125,6 +133,10 @@ impl Protocol {
             (
                 "sharding: a third replica joins; objects move to it only through a drain",
                 Step::Join,
+            ),
+            (
+                "sharding: an API server restart longer than the Lease moves nothing",
+                Step::Restart,
             ),
             (
                 "sharding: a crashed replica's objects move once its Lease expires",
@@ -250,6 +262,29 @@ impl Protocol {
                     moved.len()
                 ))
             }
+            Step::Restart => {
+                let Some(cluster) = self.cluster.clone() else {
+                    return Ok("skipped: the cluster in KUBECONFIG is not ours to restart".into());
+                };
+                let before = self.versions().await?;
+                tokio::task::spawn_blocking(move || cluster.restart_apiserver())
+                    .await
+                    .context("the restart's thread")??;
+                let down = started.elapsed();
+                let ready = Instant::now();
+                let (took, _) = self.settled_after(ready, Some(ready)).await?;
+                let after = self.versions().await?;
+                let written = before
+                    .iter()
+                    .filter(|(o, v)| after.get(*o) != Some(*v))
+                    .count();
+                if written > 0 {
+                    bail!("{written} objects were written across the restart");
+                }
+                Ok(format!(
+                    "the API server was away {down:.1?} (Lease {LEASE_SECONDS} s); no object written, reconciled again {took:.1?} after it was ready"
+                ))
+            }
             Step::Crash => {
                 let crashed = self
                     .replicas
@@ -291,6 +326,21 @@ impl Protocol {
         }
     }
 
+    /// Every object's resourceVersion: any write, a relabel included, changes it.
+    async fn versions(&self) -> Result<BTreeMap<String, String>> {
+        let list = self.objects().list(&ListParams::default()).await?;
+        Ok(list
+            .items
+            .iter()
+            .map(|object| {
+                (
+                    object.name_any(),
+                    object.resource_version().unwrap_or_default(),
+                )
+            })
+            .collect())
+    }
+
     /// Where every object's label places it.
     async fn placements(&self) -> Result<BTreeMap<String, String>> {
         let list = self.objects().list(&ListParams::default()).await?;
@@ -305,9 +355,13 @@ impl Protocol {
     }
 
     /// Waits until every object is placed where the ring of the running replicas puts it, none
-    /// is draining, and each was reconciled by its replica since `since`; how long that took,
-    /// and the placements.
-    async fn settled(&self, since: Instant) -> Result<(Duration, BTreeMap<String, String>)> {
+    /// is draining, and its last reconcile was by its replica (and began after `fresh`, when
+    /// given); how long that took from `since`, and the placements.
+    async fn settled_after(
+        &self,
+        since: Instant,
+        fresh: Option<Instant>,
+    ) -> Result<(Duration, BTreeMap<String, String>)> {
         let ring = Ring::new(self.replicas.keys().cloned());
         let deadline = since + PATIENCE;
         loop {
@@ -329,7 +383,8 @@ impl Protocol {
                 }
                 placements.insert(name, shard.unwrap_or_default().to_owned());
             }
-            if wrong == 0 && list.items.len() == OBJECTS && self.all_reconciled(&placements) {
+            if wrong == 0 && list.items.len() == OBJECTS && self.all_reconciled(&placements, fresh)
+            {
                 return Ok((since.elapsed(), placements));
             }
             if Instant::now() > deadline {
@@ -342,16 +397,28 @@ impl Protocol {
         }
     }
 
-    /// Whether each object's last reconcile was by the replica it is placed on.
-    fn all_reconciled(&self, placements: &BTreeMap<String, String>) -> bool {
+    /// The same, from `since` with no demand on when the last reconciles began.
+    async fn settled(&self, since: Instant) -> Result<(Duration, BTreeMap<String, String>)> {
+        self.settled_after(since, None).await
+    }
+
+    /// Whether each object's last reconcile was by the replica it is placed on, and began after
+    /// `fresh` when given.
+    fn all_reconciled(
+        &self,
+        placements: &BTreeMap<String, String>,
+        fresh: Option<Instant>,
+    ) -> bool {
         let journal = self.journal.lock().expect("the journal's lock");
-        let mut last: BTreeMap<&str, &str> = BTreeMap::new();
+        let mut last: BTreeMap<&str, &Interval> = BTreeMap::new();
         for interval in journal.iter() {
-            last.insert(&interval.object, &interval.replica);
+            last.insert(&interval.object, interval);
         }
-        placements
-            .iter()
-            .all(|(object, shard)| last.get(object.as_str()) == Some(&shard.as_str()))
+        placements.iter().all(|(object, shard)| {
+            last.get(object.as_str()).is_some_and(|interval| {
+                interval.replica == *shard && fresh.is_none_or(|fresh| interval.start >= fresh)
+            })
+        })
     }
 
     fn reconciled_after(&self, objects: &[&String], replica: &str, since: Instant) -> Result<()> {
@@ -447,6 +514,7 @@ impl Protocol {
 enum Step {
     Settle,
     Join,
+    Restart,
     Crash,
     Stop,
 }
