@@ -12,6 +12,8 @@ use kube::{
 use serde::{Serialize, de::DeserializeOwned};
 use serde_json::Value;
 
+use crate::sharding::SHARD_LABEL_PREFIX;
+
 /// The label on every child an operator applies, with its field manager as the value. The
 /// watches of owned kinds select on it, so the API server sends only the operator's own
 /// children and their caches hold nothing else.
@@ -64,7 +66,7 @@ pub fn contains(live: &Value, desired: &Value) -> bool {
 
 /// Server-side applies `child` through `api` as `field_manager`, with a controller
 /// ownerReference to `owner` (so it is garbage-collected with it, and its changes map back to
-/// it) and [`MANAGED_BY_LABEL`]. When `cache` already holds the child with every field of the
+/// it), [`MANAGED_BY_LABEL`] and the owner's shard labels, if it is sharded. When `cache` already holds the child with every field of the
 /// desired one, it returns the cached child and writes nothing.
 pub async fn apply_owned<P, C>(
     api: &Api<C>,
@@ -82,9 +84,14 @@ where
         .ok_or(Error::OwnerWithoutUid)?;
     let meta = child.meta_mut();
     meta.owner_references = Some(vec![owner_ref]);
-    meta.labels
-        .get_or_insert_with(Default::default)
-        .insert(MANAGED_BY_LABEL.to_owned(), field_manager.to_owned());
+    let labels = meta.labels.get_or_insert_with(Default::default);
+    labels.insert(MANAGED_BY_LABEL.to_owned(), field_manager.to_owned());
+    // A sharded owner's children carry its shard, so that each replica's children caches,
+    // selected by that label, hold only its own shard's children.
+    let shards = owner.meta().labels.iter().flatten();
+    for (key, shard) in shards.filter(|(key, _)| key.starts_with(SHARD_LABEL_PREFIX)) {
+        labels.insert(key.clone(), shard.clone());
+    }
     let name = meta.name.clone().ok_or(Error::Unnamed)?;
     if let Some(cached) = cache.get(&ObjectRef::from_obj(&child))
         && contains(
@@ -177,6 +184,42 @@ mod tests {
         assert_eq!(owner_ref["name"], "owner");
         assert_eq!(owner_ref["controller"], true);
         assert_eq!(seen[1].body["data"]["key"], "2");
+    }
+
+    #[tokio::test]
+    async fn a_sharded_owners_child_carries_its_shard_and_follows_it_when_it_moves() {
+        let (client, server) = mock_api(|seen| (200, seen.body.clone()));
+        let api: Api<ConfigMap> = Api::namespaced(client, "default");
+        let (cache, mut writer) = reflector::store();
+        let mut owner = owner();
+        let labels = owner.metadata.labels.get_or_insert_default();
+        labels.insert(
+            "shard.operator-gen.io/my-operator".into(),
+            "replica-a".into(),
+        );
+        labels.insert("drain.operator-gen.io/my-operator".into(), "true".into());
+        labels.insert("app".into(), "owner".into());
+
+        let applied = apply_owned(&api, &cache, &owner, child("1"), "my-operator").await;
+        writer.apply_watcher_event(&watcher::Event::Apply(applied.expect("applied")));
+        let labels = owner.metadata.labels.get_or_insert_default();
+        labels.insert(
+            "shard.operator-gen.io/my-operator".into(),
+            "replica-b".into(),
+        );
+        let moved = apply_owned(&api, &cache, &owner, child("1"), "my-operator").await;
+        moved.expect("applied again");
+        drop(api);
+
+        let seen = server.await.expect("the mock API server ran");
+        let shards: Vec<&Value> = seen
+            .iter()
+            .map(|s| &s.body["metadata"]["labels"]["shard.operator-gen.io/my-operator"])
+            .collect();
+        assert_eq!(shards, [&json!("replica-a"), &json!("replica-b")]);
+        let first = &seen[0].body["metadata"]["labels"];
+        assert!(first.get("drain.operator-gen.io/my-operator").is_none());
+        assert!(first.get("app").is_none(), "only shard labels are copied");
     }
 
     #[test]

@@ -6,6 +6,10 @@ use serde_json::{Value, json};
 
 use super::{Assignment, Error, ObjectKey};
 
+/// What every ring's shard label key starts with; [`crate::apply::apply_owned`] copies labels
+/// with it from an owner to its children, so that children land on their owner's shard.
+pub const SHARD_LABEL_PREFIX: &str = "shard.operator-gen.io/";
+
 /// The label keys of one ring: which shard an object belongs to, and whether it is being
 /// drained from it. Keyed by the operator, so that two sharded operators that reconcile the
 /// same objects do not read each other's labels.
@@ -22,7 +26,7 @@ impl Labels {
             return Err(Error::RingName(ring.to_owned()));
         }
         Ok(Self {
-            shard: format!("shard.operator-gen.io/{ring}"),
+            shard: format!("{SHARD_LABEL_PREFIX}{ring}"),
             drain: format!("drain.operator-gen.io/{ring}"),
         })
     }

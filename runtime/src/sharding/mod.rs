@@ -28,7 +28,7 @@ mod ring;
 mod sharder;
 
 pub use actor::run as run_sharder;
-pub use labels::{Decision, Labels, Placement};
+pub use labels::{Decision, Labels, Placement, SHARD_LABEL_PREFIX};
 pub use member::Member;
 pub use membership::{Fence, Membership};
 pub use ring::{Assignment, ObjectKey, Ring, VIRTUAL_NODES};
