@@ -66,7 +66,8 @@ pub fn contains(live: &Value, desired: &Value) -> bool {
 
 /// Server-side applies `child` through `api` as `field_manager`, with a controller
 /// ownerReference to `owner` (so it is garbage-collected with it, and its changes map back to
-/// it), [`MANAGED_BY_LABEL`] and the owner's shard labels, if it is sharded. When `cache` already holds the child with every field of the
+/// it), [`MANAGED_BY_LABEL`] and, when the owner is sharded, its shard label in the ring
+/// named `field_manager`. When `cache` already holds the child with every field of the
 /// desired one, it returns the cached child and writes nothing.
 pub async fn apply_owned<P, C>(
     api: &Api<C>,
@@ -87,9 +88,11 @@ where
     let labels = meta.labels.get_or_insert_with(Default::default);
     labels.insert(MANAGED_BY_LABEL.to_owned(), field_manager.to_owned());
     // A sharded owner's children carry its shard, so that each replica's children caches,
-    // selected by that label, hold only its own shard's children.
-    let shards = owner.meta().labels.iter().flatten();
-    for (key, shard) in shards.filter(|(key, _)| key.starts_with(SHARD_LABEL_PREFIX)) {
+    // selected by that label, hold only its own shard's children. The ring is named after the
+    // operator, as its field manager is; another operator's ring is not this one's business.
+    let in_ring = |key: &String| key.strip_prefix(SHARD_LABEL_PREFIX) == Some(field_manager);
+    let owner_labels = owner.meta().labels.iter().flatten();
+    if let Some((key, shard)) = owner_labels.into_iter().find(|(key, _)| in_ring(key)) {
         labels.insert(key.clone(), shard.clone());
     }
     let name = meta.name.clone().ok_or(Error::Unnamed)?;
@@ -199,6 +202,10 @@ mod tests {
         );
         labels.insert("drain.operator-gen.io/my-operator".into(), "true".into());
         labels.insert("app".into(), "owner".into());
+        labels.insert(
+            "shard.operator-gen.io/other-operator".into(),
+            "other-a".into(),
+        );
 
         let applied = apply_owned(&api, &cache, &owner, child("1"), "my-operator").await;
         writer.apply_watcher_event(&watcher::Event::Apply(applied.expect("applied")));
@@ -220,6 +227,10 @@ mod tests {
         let first = &seen[0].body["metadata"]["labels"];
         assert!(first.get("drain.operator-gen.io/my-operator").is_none());
         assert!(first.get("app").is_none(), "only shard labels are copied");
+        assert!(
+            first.get("shard.operator-gen.io/other-operator").is_none(),
+            "only this operator's ring"
+        );
     }
 
     #[test]

@@ -8,7 +8,7 @@
 
 use std::{collections::BTreeSet, fmt::Debug, future::Future, time::Duration};
 
-use futures::{StreamExt, stream};
+use futures::{FutureExt, StreamExt, stream};
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::{
     Api, Client, Resource,
@@ -72,20 +72,42 @@ where
         let relabels = tokio::select! {
             biased;
             () = &mut stop => return Ok(()),
-            Some(event) = leases.next() => state.lease_event(&mut sharder, event),
+            Some(event) = leases.next() => {
+                state.lease_event(&mut sharder, event, Instant::now());
+                drain_ready(&mut leases, &mut state, &mut sharder);
+                state.decide(&mut sharder, Instant::now())
+            }
             Some(event) = objects.next() => state.object_event(&mut sharder, event),
             () = sleep_until(wake) => {
-                let retrying = retry_at.take().is_some_and(|at| at <= Instant::now());
-                let mut relabels = state.refresh(&mut sharder);
+                // Every renewal already received is read before any Lease is judged expired:
+                // the sharder may have been writing while they came.
+                drain_ready(&mut leases, &mut state, &mut sharder);
+                let now = Instant::now();
+                let retrying = retry_at.is_some_and(|at| at <= now);
                 if retrying {
-                    relabels = sharder.pending();
+                    retry_at = None;
                 }
-                relabels
+                let relabels = state.decide(&mut sharder, now);
+                if retrying && state.leases_current {
+                    sharder.pending()
+                } else {
+                    relabels
+                }
             }
         };
         if !write::<K>(&client, relabels).await {
             retry_at = Some(Instant::now() + RETRY);
         }
+    }
+}
+
+/// Feeds `state` every Lease event the watch has ready without waiting.
+fn drain_ready<S>(leases: &mut std::pin::Pin<&mut S>, state: &mut Watches, sharder: &mut Sharder)
+where
+    S: futures::Stream<Item = Result<Event<Lease>, watcher::Error>>,
+{
+    while let Some(Some(event)) = leases.next().now_or_never() {
+        state.lease_event(sharder, event, Instant::now());
     }
 }
 
@@ -100,56 +122,93 @@ async fn sleep_until(at: Option<Instant>) {
 /// What the sharder knows of its two watches.
 #[derive(Default)]
 struct Watches {
-    /// Whether the Leases' watch has listed since it last failed: the membership is current.
+    /// Whether the Leases' watch answered since it last failed: the membership is current.
     leases_current: bool,
+    /// When the Leases' watch failed, while it has not answered since.
+    failed_at: Option<Instant>,
+    /// Whether the membership became current again since the last decision: every object is
+    /// then looked at, also those that came while it was not.
+    recovered: bool,
+    /// Whether the Leases' watch is listing (between `Init` and `InitDone`).
+    listing_leases: bool,
     /// The Leases and objects a relist has shown so far, to forget the rest when it is done.
     listed_leases: BTreeSet<String>,
     listed_objects: BTreeSet<(Option<String>, String)>,
 }
 
 impl Watches {
-    fn refresh(&self, sharder: &mut Sharder) -> Vec<Relabel> {
-        if self.leases_current {
-            sharder.refresh(Instant::now())
-        } else {
-            Vec::new()
+    /// The writes the membership calls for now: none while it is not current, every object's
+    /// after it became current again, else those of a change of the ring.
+    fn decide(&mut self, sharder: &mut Sharder, now: Instant) -> Vec<Relabel> {
+        if !self.leases_current {
+            return Vec::new();
         }
+        let changed = sharder.refresh(now);
+        if std::mem::take(&mut self.recovered) {
+            sharder.pending()
+        } else {
+            changed
+        }
+    }
+
+    /// The Leases' watch answered: after a failure, every Lease that was live when it failed
+    /// starts its duration again, because nobody could renew while the sharder could not see.
+    /// kube's watcher resumes a failed watch without listing again unless the server answers
+    /// 410 Gone, so any answer counts, not only a list's end.
+    fn leases_answered(&mut self, sharder: &mut Sharder, now: Instant) {
+        if self.leases_current {
+            return;
+        }
+        if let Some(failed_at) = self.failed_at.take() {
+            sharder.resync(failed_at, now);
+        }
+        self.leases_current = true;
+        self.recovered = true;
     }
 
     fn lease_event(
         &mut self,
         sharder: &mut Sharder,
         event: Result<Event<Lease>, watcher::Error>,
-    ) -> Vec<Relabel> {
-        let now = Instant::now();
+        now: Instant,
+    ) {
         match event {
             Err(error) => {
                 tracing::warn!(%error, "the shards' Leases cannot be watched; moving nothing");
+                if self.leases_current {
+                    self.failed_at = Some(now);
+                }
                 self.leases_current = false;
             }
-            Ok(Event::Init) => self.listed_leases.clear(),
+            Ok(Event::Init) => {
+                self.listing_leases = true;
+                self.listed_leases.clear();
+            }
             Ok(Event::InitApply(lease)) => {
                 self.listed_leases.extend(lease.metadata.name.clone());
                 sharder.lease_applied(&lease, now);
             }
             Ok(Event::InitDone) => {
+                self.listing_leases = false;
                 let listed = std::mem::take(&mut self.listed_leases);
                 sharder.retain_leases(|name| listed.contains(name));
-                if !self.leases_current {
-                    // Back after a failure: nobody could renew while the sharder could not
-                    // see, so every Lease starts its duration again.
-                    sharder.resync(now);
-                }
-                self.leases_current = true;
+                self.leases_answered(sharder, now);
             }
-            Ok(Event::Apply(lease)) => sharder.lease_applied(&lease, now),
+            Ok(Event::Apply(lease)) => {
+                sharder.lease_applied(&lease, now);
+                if !self.listing_leases {
+                    self.leases_answered(sharder, now);
+                }
+            }
             Ok(Event::Delete(lease)) => {
                 if let Some(name) = &lease.metadata.name {
                     sharder.lease_deleted(name);
                 }
+                if !self.listing_leases {
+                    self.leases_answered(sharder, now);
+                }
             }
         }
-        self.refresh(sharder)
     }
 
     fn object_event<K>(
@@ -242,5 +301,148 @@ where
             tracing::warn!(%error, name = %relabel.name, "could not write a shard label");
             false
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use k8s_openapi::{
+        api::coordination::v1::LeaseSpec,
+        apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta},
+        jiff::Timestamp,
+    };
+
+    use super::*;
+
+    const SHARD: &str = "shard.operator-gen.io/op";
+
+    fn lease(name: &str, renewed_at: i64) -> Lease {
+        Lease {
+            metadata: ObjectMeta {
+                name: Some(name.to_owned()),
+                ..ObjectMeta::default()
+            },
+            spec: Some(LeaseSpec {
+                holder_identity: Some(name.to_owned()),
+                lease_duration_seconds: Some(10),
+                renew_time: Some(MicroTime(
+                    Timestamp::from_second(renewed_at).expect("a valid time"),
+                )),
+                ..LeaseSpec::default()
+            }),
+        }
+    }
+
+    fn placed(name: &str, shard: Option<&str>) -> ObjectMeta {
+        ObjectMeta {
+            name: Some(name.to_owned()),
+            namespace: Some("default".to_owned()),
+            resource_version: Some("1".to_owned()),
+            labels: Some(
+                shard
+                    .map(|s| (SHARD.to_owned(), s.to_owned()))
+                    .into_iter()
+                    .collect::<BTreeMap<_, _>>(),
+            ),
+            ..ObjectMeta::default()
+        }
+    }
+
+    fn failure() -> watcher::Error {
+        watcher::Error::NoResourceVersion
+    }
+
+    /// A sharder whose Leases op-a and op-b were listed at `at`, with `objects` placed where
+    /// that ring puts them.
+    fn listed(at: Instant, objects: usize) -> (Watches, Sharder) {
+        let mut state = Watches::default();
+        let mut sharder = Sharder::new(Labels::new("op").expect("a DNS label"), "", "ConfigMap");
+        state.lease_event(&mut sharder, Ok(Event::Init), at);
+        for name in ["op-a", "op-b"] {
+            state.lease_event(&mut sharder, Ok(Event::InitApply(lease(name, 100))), at);
+        }
+        state.lease_event(&mut sharder, Ok(Event::InitDone), at);
+        state.decide(&mut sharder, at);
+        for i in 0..objects {
+            let name = format!("object-{i}");
+            let shard = sharder.shard_for(Some("default"), &name).map(str::to_owned);
+            assert_eq!(
+                sharder.object_applied(&placed(&name, shard.as_deref())),
+                None
+            );
+        }
+        (state, sharder)
+    }
+
+    #[test]
+    fn a_watch_resumed_without_a_list_makes_the_membership_current_again() {
+        let start = Instant::now();
+        let (mut state, mut sharder) = listed(start, 0);
+        state.lease_event(&mut sharder, Err(failure()), start);
+        // An object created meanwhile is tracked but not written while the view is stale.
+        let later = start + Duration::from_secs(1);
+        assert_eq!(
+            state.object_event::<k8s_openapi::api::core::v1::ConfigMap>(
+                &mut sharder,
+                Ok(Event::Apply(PartialObjectMeta {
+                    types: None,
+                    metadata: placed("new", None),
+                    _phantom: std::marker::PhantomData,
+                })),
+            ),
+            []
+        );
+        assert!(state.decide(&mut sharder, later).is_empty());
+        // kube resumes the watch from its resourceVersion: the next event is a plain Apply.
+        state.lease_event(&mut sharder, Ok(Event::Apply(lease("op-a", 101))), later);
+        let writes = state.decide(&mut sharder, later);
+        let names: Vec<&str> = writes.iter().map(|w| w.name.as_str()).collect();
+        assert_eq!(names, ["new"], "what came while it was stale is placed now");
+    }
+
+    #[test]
+    fn an_outage_longer_than_a_lease_moves_nothing_once_the_watch_answers() {
+        let start = Instant::now();
+        let (mut state, mut sharder) = listed(start, 100);
+        let failed = start + Duration::from_secs(1);
+        state.lease_event(&mut sharder, Err(failure()), failed);
+        // 60 s later the watch answers with op-a's renewal only; op-b has not renewed yet.
+        let back = start + Duration::from_secs(60);
+        assert!(
+            state.decide(&mut sharder, back).is_empty(),
+            "stale: nothing moves"
+        );
+        state.lease_event(&mut sharder, Ok(Event::Apply(lease("op-a", 160))), back);
+        assert!(state.decide(&mut sharder, back).is_empty());
+        assert_eq!(sharder.shards(), ["op-a", "op-b"]);
+        // op-b that never renews is still found out, one duration later.
+        let renewed = back + Duration::from_secs(5);
+        state.lease_event(&mut sharder, Ok(Event::Apply(lease("op-a", 165))), renewed);
+        let expired = back + Duration::from_secs(10);
+        let moves = state.decide(&mut sharder, expired);
+        assert_eq!(sharder.shards(), ["op-a"]);
+        assert!(!moves.is_empty());
+    }
+
+    #[test]
+    fn a_lease_that_had_expired_before_the_outage_stays_expired() {
+        let start = Instant::now();
+        let (mut state, mut sharder) = listed(start, 10);
+        // op-a renews; op-b expires at 10 s; the watch fails at 12 s and answers at 40 s.
+        state.lease_event(
+            &mut sharder,
+            Ok(Event::Apply(lease("op-a", 105))),
+            start + Duration::from_secs(5),
+        );
+        let failed = start + Duration::from_secs(12);
+        state.decide(&mut sharder, failed);
+        assert_eq!(sharder.shards(), ["op-a"]);
+        state.lease_event(&mut sharder, Err(failure()), failed);
+        let back = start + Duration::from_secs(40);
+        state.lease_event(&mut sharder, Ok(Event::Apply(lease("op-a", 140))), back);
+        state.decide(&mut sharder, back);
+        assert_eq!(sharder.shards(), ["op-a"]);
     }
 }

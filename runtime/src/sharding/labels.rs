@@ -6,8 +6,9 @@ use serde_json::{Value, json};
 
 use super::{Assignment, Error, ObjectKey};
 
-/// What every ring's shard label key starts with; [`crate::apply::apply_owned`] copies labels
-/// with it from an owner to its children, so that children land on their owner's shard.
+/// What every ring's shard label key starts with; the ring's name follows. A ring is named
+/// after its operator, so [`crate::apply::apply_owned`] copies the owner's label of the ring
+/// named like its field manager to the children, which land on their owner's shard.
 pub const SHARD_LABEL_PREFIX: &str = "shard.operator-gen.io/";
 
 /// The label keys of one ring: which shard an object belongs to, and whether it is being

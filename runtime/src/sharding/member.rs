@@ -91,6 +91,14 @@ impl Member {
         );
         tokio::pin!(stop);
         loop {
+            if fence.borrow().lapsed(Instant::now()) {
+                tracing::warn!(lease = %self.name, "the shard's Lease lapsed; joining again");
+                let rejoined = self.rejoin(&mut stop).await;
+                fence.send_modify(Fence::reset);
+                if !rejoined {
+                    return;
+                }
+            }
             let sent = Instant::now();
             // A renewal the API server leaves unanswered is given up when the next one is due.
             let renewal = tokio::time::timeout(interval, self.renew());
@@ -101,7 +109,10 @@ impl Member {
             };
             let next = match outcome {
                 Ok(Ok(())) => {
-                    fence.send_modify(|fence| fence.renewed(sent));
+                    let answered = Instant::now();
+                    fence.send_modify(|fence| {
+                        fence.renewed(sent, answered);
+                    });
                     interval
                 }
                 Ok(Err(error)) => {
@@ -120,6 +131,22 @@ impl Member {
                 () = tokio::time::sleep_until(sent + next) => {}
             }
         }
+        self.delete().await;
+    }
+
+    /// After the fence lapsed: deletes the Lease, so the sharder gives this replica's objects
+    /// away at once if it has not yet, and waits a whole Lease, by which time it has, before
+    /// the replica joins as a new member. Whether to go on (no stop came meanwhile).
+    async fn rejoin(&self, stop: &mut std::pin::Pin<&mut impl Future<Output = ()>>) -> bool {
+        self.delete().await;
+        tokio::select! {
+            biased;
+            () = stop.as_mut() => false,
+            () = tokio::time::sleep(Duration::from_secs(self.lease_seconds)) => true,
+        }
+    }
+
+    async fn delete(&self) {
         if let Err(error) = self.api.delete(&self.name, &DeleteParams::default()).await {
             tracing::warn!(%error, lease = %self.name, "could not delete the shard's Lease");
         }
@@ -194,6 +221,39 @@ mod tests {
         assert!(seen.iter().all(|s| s.path() == PATH));
         let deadline = fence.deadline().expect("renewed") - start;
         assert_eq!(deadline, Duration::from_secs(14 + 9));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_replica_whose_fence_lapsed_leaves_and_joins_again_a_lease_later() {
+        let start = Instant::now();
+        let patches = std::sync::atomic::AtomicUsize::new(0);
+        // The first renewal succeeds, the next two fail, every later one succeeds.
+        let (client, server) = mock_api(move |seen| match seen.method {
+            Method::PATCH => {
+                let n = patches.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                match n {
+                    1 | 2 => (500, crate::testing::conflict()),
+                    _ => (200, seen.body.clone()),
+                }
+            }
+            _ => (200, json!({})),
+        });
+        let member = member(client);
+        let (fence, watched) = watch::channel(member.fence());
+        let stopped = tokio::time::sleep(Duration::from_secs(21));
+        member.hold(&fence, stopped).await;
+        drop(member);
+        let seen = server.await.expect("the mock API server ran");
+        let methods: Vec<_> = seen.iter().map(|s| s.method.clone()).collect();
+        // Renewed at 0 s; failed at 7 and 8 s; the fence closed at 9 s: deleted, a Lease of
+        // 10 s waited, joined again at 19 s; stopped at 21 s.
+        use Method as M;
+        assert_eq!(
+            methods,
+            [M::PATCH, M::PATCH, M::PATCH, M::DELETE, M::PATCH, M::DELETE]
+        );
+        let deadline = watched.borrow().deadline().expect("joined again") - start;
+        assert_eq!(deadline, Duration::from_secs(19 + 9));
     }
 
     #[tokio::test(start_paused = true)]

@@ -72,12 +72,17 @@ impl Membership {
         self.leases.retain(|name, _| keep(name));
     }
 
-    /// Treats every Lease as seen to change at `now`: after the sharder could not watch them,
-    /// it cannot tell a replica that stopped renewing from one that could not reach the API
-    /// server either.
-    pub fn resync(&mut self, now: Instant) {
+    /// Treats every Lease that was live at `failed_at` as seen to change at `now`: after the
+    /// sharder could not watch them, it cannot tell a replica that stopped renewing from one
+    /// that could not reach the API server either. A Lease already expired when the watch
+    /// failed stays expired.
+    pub fn resync(&mut self, failed_at: Instant, now: Instant) {
         for lease in self.leases.values_mut() {
-            lease.changed = now;
+            if lease.holder.is_some()
+                && failed_at.saturating_duration_since(lease.changed) < lease.duration
+            {
+                lease.changed = now;
+            }
         }
     }
 
@@ -136,11 +141,29 @@ impl Fence {
         }
     }
 
-    /// Records a renewal that succeeded, sent at `sent`.
-    pub fn renewed(&mut self, sent: Instant) {
+    /// Records a renewal sent at `sent` that succeeded at `answered`; whether it counted. One
+    /// answered after the fence closed does not reopen it: it may have been stored after the
+    /// sharder judged the Lease expired and gave the replica's objects away. Such a replica
+    /// must [`Fence::reset`] and join again.
+    pub fn renewed(&mut self, sent: Instant, answered: Instant) -> bool {
+        if self.renewed.is_some() && !self.holds(answered) {
+            return false;
+        }
         if self.renewed.is_none_or(|last| sent > last) {
             self.renewed = Some(sent);
         }
+        true
+    }
+
+    /// Whether the fence was open once and has closed at `now`: the replica is fenced for
+    /// good, until it joins again.
+    pub fn lapsed(&self, now: Instant) -> bool {
+        self.renewed.is_some() && !self.holds(now)
+    }
+
+    /// Forgets every renewal, for a replica that joins again as a new member.
+    pub fn reset(&mut self) {
+        self.renewed = None;
     }
 
     /// When this replica must have stopped reconciling, unless it renews first; `None` before
@@ -227,9 +250,9 @@ mod tests {
         let start = Instant::now();
         let mut members = Membership::default();
         members.observe(&lease("op-a", Some("op-a"), 100), start);
-        // The sharder could not watch for 30 s; nobody could renew either.
+        // The sharder could not watch for 30 s from 2 s on; nobody could renew either.
         let back = start + Duration::from_secs(30);
-        members.resync(back);
+        members.resync(start + Duration::from_secs(2), back);
         members.observe(&lease("op-a", Some("op-a"), 100), back);
         assert_eq!(members.live(back + Duration::from_secs(9)), ["op-a"]);
         // A replica that really stopped is still found out one duration later.
@@ -241,7 +264,7 @@ mod tests {
         let sent = Instant::now();
         let mut fence = Fence::new(10, crate::leader::renewal_margin(10));
         assert!(!fence.holds(sent), "no renewal yet");
-        fence.renewed(sent);
+        assert!(fence.renewed(sent, sent));
         // The renewal is due at 7 s; the fence closes at 9 s; the Lease ends at 10 s, from a
         // moment the sharder saw no earlier than `sent`.
         assert!(fence.holds(sent + Duration::from_secs(8)));
@@ -251,8 +274,15 @@ mod tests {
         let deadline = fence.deadline().expect("renewed");
         assert!(members.is_live("op-a", deadline));
         // An older renewal reported late does not move the deadline back.
-        fence.renewed(sent - Duration::from_secs(1));
+        fence.renewed(sent - Duration::from_secs(1), sent);
         assert_eq!(fence.deadline(), Some(deadline));
+        // One answered after the fence closed does not reopen it.
+        let late = deadline + Duration::from_secs(1);
+        assert!(!fence.renewed(deadline - Duration::from_secs(1), late));
+        assert!(fence.lapsed(late) && !fence.holds(late));
+        fence.reset();
+        assert!(!fence.lapsed(late));
+        assert!(fence.renewed(late, late) && fence.holds(late));
     }
 
     #[test]
@@ -261,7 +291,7 @@ mod tests {
             let margin = crate::leader::renewal_margin(lease_seconds);
             let mut fence = Fence::new(lease_seconds, margin);
             let sent = Instant::now();
-            fence.renewed(sent);
+            fence.renewed(sent, sent);
             let open = fence.deadline().expect("renewed") - sent;
             let lease = Duration::from_secs(lease_seconds);
             let due = Duration::from_secs(lease_seconds - margin);

@@ -65,10 +65,10 @@ impl Sharder {
         self.membership.forget(lease);
     }
 
-    /// The Leases' watch is back after it failed: every Lease gets a fresh duration (see
-    /// [`Membership::resync`]).
-    pub fn resync(&mut self, now: Instant) {
-        self.membership.resync(now);
+    /// The Leases' watch, which failed at `failed_at`, is back: every Lease live then gets a
+    /// fresh duration (see [`Membership::resync`]).
+    pub fn resync(&mut self, failed_at: Instant, now: Instant) {
+        self.membership.resync(failed_at, now);
     }
 
     /// The live shards at the last [`Sharder::refresh`].
@@ -390,7 +390,7 @@ mod tests {
         }
         // The watch failed for 60 s, then listed both Leases again, unrenewed.
         let back = start + Duration::from_secs(60);
-        sharder.resync(back);
+        sharder.resync(start + Duration::from_secs(1), back);
         sharder.lease_applied(&lease("op-1", 100), back);
         sharder.lease_applied(&lease("op-2", 100), back);
         assert!(sharder.refresh(back).is_empty());

@@ -36,6 +36,8 @@ use crate::cluster::Cluster;
 
 /// The ring, and the namespace its Leases and objects live in.
 const RING: &str = "e2e-sharding";
+/// What the names of the objects the replicas share start with.
+const OBJECT_PREFIX: &str = "object-";
 /// How many objects the replicas share.
 const OBJECTS: usize = 200;
 /// The replicas' Lease: short, so that a crash is found out in seconds.
@@ -187,7 +189,7 @@ impl Protocol {
                 async move {
                     let object = ConfigMap {
                         metadata: ObjectMeta {
-                            name: Some(format!("object-{i}")),
+                            name: Some(format!("{OBJECT_PREFIX}{i}")),
                             ..ObjectMeta::default()
                         },
                         ..ConfigMap::default()
@@ -366,9 +368,16 @@ impl Protocol {
         let deadline = since + PATIENCE;
         loop {
             let list = self.objects().list(&ListParams::default()).await?;
+            // Only the objects made here: a cluster may publish ConfigMaps of its own into
+            // every namespace (kube-root-ca.crt).
+            let ours: Vec<&ConfigMap> = list
+                .items
+                .iter()
+                .filter(|o| o.name_any().starts_with(OBJECT_PREFIX))
+                .collect();
             let mut wrong = 0;
             let mut placements = BTreeMap::new();
-            for object in &list.items {
+            for object in &ours {
                 let name = object.name_any();
                 let labels = object.labels();
                 let desired = ring.shard_for(&ObjectKey {
@@ -383,14 +392,13 @@ impl Protocol {
                 }
                 placements.insert(name, shard.unwrap_or_default().to_owned());
             }
-            if wrong == 0 && list.items.len() == OBJECTS && self.all_reconciled(&placements, fresh)
-            {
+            if wrong == 0 && ours.len() == OBJECTS && self.all_reconciled(&placements, fresh) {
                 return Ok((since.elapsed(), placements));
             }
             if Instant::now() > deadline {
                 bail!(
                     "after {PATIENCE:?}, {wrong} of {} objects are not where the ring puts them",
-                    list.items.len()
+                    ours.len()
                 );
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
@@ -591,13 +599,14 @@ async fn reconcile_shard(
                 continue;
             }
             let start = Instant::now();
-            let acknowledged = labels.drain_requested(object.labels());
-            if acknowledged {
+            let mut acknowledged = false;
+            if labels.drain_requested(object.labels()) {
                 let version = object.resource_version().unwrap_or_default();
                 let patch = Patch::Merge(labels.acknowledge(&version));
                 match objects.patch(&key, &PatchParams::default(), &patch).await {
                     Ok(_) => {
                         cache.remove(&key);
+                        acknowledged = true;
                     }
                     Err(error) => eprintln!("{name}: acknowledging a drain: {error}"),
                 }
