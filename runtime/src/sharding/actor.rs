@@ -12,7 +12,7 @@ use futures::{FutureExt, StreamExt, stream};
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::{
     Api, Client, Resource,
-    api::{Patch, PatchParams},
+    api::{DeleteParams, Patch, PatchParams, Preconditions},
     core::{PartialObjectMeta, Request},
     runtime::watcher::{self, Event, watcher},
 };
@@ -44,8 +44,9 @@ where
 {
     let labels = Labels::new(ring)?;
     let mut sharder = Sharder::new(labels, &K::group(&()), &K::kind(&()));
+    let lease_api = Api::<Lease>::namespaced(client.clone(), lease_namespace);
     let leases = watcher(
-        Api::<Lease>::namespaced(client.clone(), lease_namespace),
+        lease_api.clone(),
         watcher::Config::default().labels(&format!("{RING_LABEL}={ring}")),
     )
     .retried();
@@ -75,7 +76,7 @@ where
             Some(event) = leases.next() => {
                 state.lease_event(&mut sharder, event, Instant::now());
                 drain_ready(&mut leases, &mut state, &mut sharder);
-                state.decide(&mut sharder, Instant::now())
+                state.decide(&mut sharder)
             }
             Some(event) = objects.next() => state.object_event(&mut sharder, event),
             () = sleep_until(wake) => {
@@ -87,7 +88,7 @@ where
                 if retrying {
                     retry_at = None;
                 }
-                let relabels = state.decide(&mut sharder, now);
+                let relabels = state.decide(&mut sharder);
                 if retrying && state.leases_current {
                     sharder.pending()
                 } else {
@@ -95,7 +96,9 @@ where
                 }
             }
         };
-        if !write::<K>(&client, relabels).await {
+        let takeovers = state.takeovers(&sharder, Instant::now());
+        let written = write::<K>(&client, relabels).await;
+        if !(take_over(&lease_api, takeovers).await && written) {
             retry_at = Some(Instant::now() + RETRY);
         }
     }
@@ -124,7 +127,10 @@ async fn sleep_until(at: Option<Instant>) {
 struct Watches {
     /// Whether the Leases' watch answered since it last failed: the membership is current.
     leases_current: bool,
-    /// When the Leases' watch failed, while it has not answered since.
+    /// When the Leases' watch last brought news while it was current.
+    heard_at: Option<Instant>,
+    /// When the Leases' watch last brought news before it failed, while it has not answered
+    /// since: a server shutting down may keep a watch open and silent before it fails it.
     failed_at: Option<Instant>,
     /// Whether the membership became current again since the last decision: every object is
     /// then looked at, also those that came while it was not.
@@ -139,15 +145,25 @@ struct Watches {
 impl Watches {
     /// The writes the membership calls for now: none while it is not current, every object's
     /// after it became current again, else those of a change of the ring.
-    fn decide(&mut self, sharder: &mut Sharder, now: Instant) -> Vec<Relabel> {
+    fn decide(&mut self, sharder: &mut Sharder) -> Vec<Relabel> {
         if !self.leases_current {
             return Vec::new();
         }
-        let changed = sharder.refresh(now);
+        let changed = sharder.refresh();
         if std::mem::take(&mut self.recovered) {
             sharder.pending()
         } else {
             changed
+        }
+    }
+
+    /// The expired Leases to take over now: none while the membership is not current, because
+    /// a Lease may only look expired for want of news.
+    fn takeovers(&self, sharder: &Sharder, now: Instant) -> Vec<(String, String)> {
+        if self.leases_current {
+            sharder.takeovers(now)
+        } else {
+            Vec::new()
         }
     }
 
@@ -172,11 +188,14 @@ impl Watches {
         event: Result<Event<Lease>, watcher::Error>,
         now: Instant,
     ) {
+        if event.is_ok() {
+            self.heard_at = Some(now);
+        }
         match event {
             Err(error) => {
                 tracing::warn!(%error, "the shards' Leases cannot be watched; moving nothing");
                 if self.leases_current {
-                    self.failed_at = Some(now);
+                    self.failed_at = Some(self.heard_at.unwrap_or(now));
                 }
                 self.leases_current = false;
             }
@@ -258,6 +277,31 @@ impl Watches {
             }
         }
     }
+}
+
+/// Deletes each expired Lease on condition that it is still at the version the sharder last
+/// saw; whether none failed but for a newer version (renewed after all) or an absence (already
+/// gone). The deletion, once the watch shows it, takes the shard off the ring.
+async fn take_over(leases: &Api<Lease>, takeovers: Vec<(String, String)>) -> bool {
+    let mut ok = true;
+    for (name, version) in takeovers {
+        let params = DeleteParams {
+            preconditions: Some(Preconditions {
+                resource_version: Some(version),
+                uid: None,
+            }),
+            ..DeleteParams::default()
+        };
+        match leases.delete(&name, &params).await {
+            Ok(_) => tracing::info!(lease = %name, "took over an expired shard's Lease"),
+            Err(kube::Error::Api(status)) if matches!(status.code, 404 | 409) => {}
+            Err(error) => {
+                tracing::warn!(%error, lease = %name, "could not take over an expired Lease");
+                ok = false;
+            }
+        }
+    }
+    ok
 }
 
 /// Writes `relabels`, a few at a time; whether all were written or refused as stale (a newer
@@ -364,7 +408,7 @@ mod tests {
             state.lease_event(&mut sharder, Ok(Event::InitApply(lease(name, 100))), at);
         }
         state.lease_event(&mut sharder, Ok(Event::InitDone), at);
-        state.decide(&mut sharder, at);
+        state.decide(&mut sharder);
         for i in 0..objects {
             let name = format!("object-{i}");
             let shard = sharder.shard_for(Some("default"), &name).map(str::to_owned);
@@ -394,10 +438,10 @@ mod tests {
             ),
             []
         );
-        assert!(state.decide(&mut sharder, later).is_empty());
+        assert!(state.decide(&mut sharder).is_empty());
         // kube resumes the watch from its resourceVersion: the next event is a plain Apply.
         state.lease_event(&mut sharder, Ok(Event::Apply(lease("op-a", 101))), later);
-        let writes = state.decide(&mut sharder, later);
+        let writes = state.decide(&mut sharder);
         let names: Vec<&str> = writes.iter().map(|w| w.name.as_str()).collect();
         assert_eq!(names, ["new"], "what came while it was stale is placed now");
     }
@@ -411,17 +455,22 @@ mod tests {
         // 60 s later the watch answers with op-a's renewal only; op-b has not renewed yet.
         let back = start + Duration::from_secs(60);
         assert!(
-            state.decide(&mut sharder, back).is_empty(),
+            state.decide(&mut sharder).is_empty(),
             "stale: nothing moves"
         );
         state.lease_event(&mut sharder, Ok(Event::Apply(lease("op-a", 160))), back);
-        assert!(state.decide(&mut sharder, back).is_empty());
+        assert!(state.decide(&mut sharder).is_empty());
         assert_eq!(sharder.shards(), ["op-a", "op-b"]);
-        // op-b that never renews is still found out, one duration later.
+        assert!(state.takeovers(&sharder, back).is_empty());
+        // op-b that never renews is still found out, one duration later, and taken over.
         let renewed = back + Duration::from_secs(5);
         state.lease_event(&mut sharder, Ok(Event::Apply(lease("op-a", 165))), renewed);
         let expired = back + Duration::from_secs(10);
-        let moves = state.decide(&mut sharder, expired);
+        let takeovers = state.takeovers(&sharder, expired);
+        assert_eq!(takeovers.len(), 1);
+        assert_eq!(takeovers[0].0, "op-b");
+        state.lease_event(&mut sharder, Ok(Event::Delete(lease("op-b", 100))), expired);
+        let moves = state.decide(&mut sharder);
         assert_eq!(sharder.shards(), ["op-a"]);
         assert!(!moves.is_empty());
     }
@@ -431,18 +480,25 @@ mod tests {
         let start = Instant::now();
         let (mut state, mut sharder) = listed(start, 10);
         // op-a renews; op-b expires at 10 s; the watch fails at 12 s and answers at 40 s.
+        // (A watch silent before it failed would not show op-b was dead: then it is reset.)
         state.lease_event(
             &mut sharder,
             Ok(Event::Apply(lease("op-a", 105))),
             start + Duration::from_secs(5),
         );
+        // The watch still brings op-a's renewals at 11 s, after op-b expired.
+        let heard = start + Duration::from_secs(11);
+        state.lease_event(&mut sharder, Ok(Event::Apply(lease("op-a", 111))), heard);
         let failed = start + Duration::from_secs(12);
-        state.decide(&mut sharder, failed);
-        assert_eq!(sharder.shards(), ["op-a"]);
         state.lease_event(&mut sharder, Err(failure()), failed);
         let back = start + Duration::from_secs(40);
         state.lease_event(&mut sharder, Ok(Event::Apply(lease("op-a", 140))), back);
-        state.decide(&mut sharder, back);
-        assert_eq!(sharder.shards(), ["op-a"]);
+        let takeovers = state.takeovers(&sharder, back);
+        let names: Vec<&str> = takeovers.iter().map(|(name, _)| name.as_str()).collect();
+        assert_eq!(
+            names,
+            ["op-b"],
+            "op-a is renewed; op-b was dead before the outage"
+        );
     }
 }

@@ -53,28 +53,58 @@ impl Member {
         Fence::new(self.lease_seconds, renewal_margin(self.lease_seconds))
     }
 
-    /// The Lease as this replica applies it: held by itself, renewed now.
-    fn lease(&self) -> Value {
-        json!({
-            "apiVersion": "coordination.k8s.io/v1",
-            "kind": "Lease",
-            "metadata": {"name": &self.name, "labels": {RING_LABEL: &self.ring}},
-            "spec": {
-                "holderIdentity": &self.name,
-                "leaseDurationSeconds": self.lease_seconds,
-                "renewTime": MicroTime(Timestamp::now()),
-            },
-        })
+    /// Renews the Lease once; the version it is at afterwards.
+    ///
+    /// Without `version` the replica joins: a server-side apply creates the Lease or takes it
+    /// whatever it holds. With one, the renewal is conditional on it, so that it fails if the
+    /// Lease changed: with 404 once the sharder took it over (it deletes an expired Lease), when
+    /// that replica's objects are being moved and it must join again as a new member.
+    pub async fn renew(&self, version: Option<&str>) -> Result<String, kube::Error> {
+        let renewed = match version {
+            None => {
+                let params = PatchParams::apply(&self.ring).force();
+                let lease = json!({
+                    "apiVersion": "coordination.k8s.io/v1",
+                    "kind": "Lease",
+                    "metadata": {"name": &self.name, "labels": {RING_LABEL: &self.ring}},
+                    "spec": self.spec(),
+                });
+                self.api
+                    .patch(&self.name, &params, &Patch::Apply(lease))
+                    .await?
+            }
+            Some(version) => {
+                let patch = json!({
+                    "metadata": {"resourceVersion": version},
+                    "spec": self.spec(),
+                });
+                let params = PatchParams::default();
+                self.api
+                    .patch(&self.name, &params, &Patch::Merge(patch))
+                    .await?
+            }
+        };
+        Ok(renewed.metadata.resource_version.unwrap_or_default())
     }
 
-    /// Renews the Lease once, creating it the first time: a server-side apply, which needs no
-    /// read before it.
-    pub async fn renew(&self) -> Result<(), kube::Error> {
-        let params = PatchParams::apply(&self.ring).force();
-        self.api
-            .patch(&self.name, &params, &Patch::Apply(self.lease()))
-            .await?;
-        Ok(())
+    /// The Lease's version if this replica still holds it, read after a conflict.
+    async fn version_if_held(&self) -> Option<String> {
+        let lease = self.api.get_opt(&self.name).await.ok().flatten()?;
+        let holder = lease.spec.as_ref()?.holder_identity.as_deref();
+        if holder == Some(self.name.as_str()) {
+            lease.metadata.resource_version
+        } else {
+            None
+        }
+    }
+
+    /// The Lease's spec as this replica writes it: held by itself, renewed now.
+    fn spec(&self) -> Value {
+        json!({
+            "holderIdentity": &self.name,
+            "leaseDurationSeconds": self.lease_seconds,
+            "renewTime": MicroTime(Timestamp::now()),
+        })
     }
 
     /// Renews the Lease until `stop` resolves, moving `fence` after each renewal that
@@ -83,37 +113,45 @@ impl Member {
     /// replica's reconciles have finished, so that none overlaps one by the next replica.
     ///
     /// A refused renewal is retried every second, and one left unanswered is given up when the
-    /// next is due; the fence closes on its own if none succeeds in time.
+    /// next is due; the fence closes on its own if none succeeds in time. A renewal that finds
+    /// the Lease taken over closes the fence at once, and the replica joins again a whole Lease
+    /// later, by when the sharder has moved its objects.
     pub async fn hold(&self, fence: &watch::Sender<Fence>, stop: impl Future<Output = ()>) {
         let interval = Duration::from_secs(
             self.lease_seconds
                 .saturating_sub(renewal_margin(self.lease_seconds)),
         );
         tokio::pin!(stop);
+        let mut version: Option<String> = None;
         loop {
-            if fence.borrow().lapsed(Instant::now()) {
-                tracing::warn!(lease = %self.name, "the shard's Lease lapsed; joining again");
-                let rejoined = self.rejoin(&mut stop).await;
-                fence.send_modify(Fence::reset);
-                if !rejoined {
-                    return;
-                }
-            }
             let sent = Instant::now();
-            // A renewal the API server leaves unanswered is given up when the next one is due.
-            let renewal = tokio::time::timeout(interval, self.renew());
+            let renewal = tokio::time::timeout(interval, self.renew(version.as_deref()));
             let outcome = tokio::select! {
                 biased;
                 () = &mut stop => break,
                 outcome = renewal => outcome,
             };
             let next = match outcome {
-                Ok(Ok(())) => {
-                    let answered = Instant::now();
-                    fence.send_modify(|fence| {
-                        fence.renewed(sent, answered);
-                    });
+                Ok(Ok(renewed)) => {
+                    version = Some(renewed);
+                    fence.send_modify(|fence| fence.renewed(sent));
                     interval
+                }
+                // A renewal of ours that timed out may have been stored after all: the Lease
+                // is still this replica's, at a version it did not see.
+                Ok(Err(kube::Error::Api(status))) if version.is_some() && status.code == 409 => {
+                    version = self.version_if_held().await;
+                    if version.is_none() {
+                        fence.send_modify(Fence::reset);
+                    }
+                    RETRY
+                }
+                // The sharder deletes the Lease when it takes it over.
+                Ok(Err(kube::Error::Api(status))) if version.is_some() && status.code == 404 => {
+                    tracing::warn!(lease = %self.name, "the shard's Lease was taken over; joining again");
+                    fence.send_modify(Fence::reset);
+                    version = None;
+                    Duration::from_secs(self.lease_seconds)
                 }
                 Ok(Err(error)) => {
                     tracing::warn!(%error, lease = %self.name, "could not renew the shard's Lease");
@@ -131,22 +169,6 @@ impl Member {
                 () = tokio::time::sleep_until(sent + next) => {}
             }
         }
-        self.delete().await;
-    }
-
-    /// After the fence lapsed: deletes the Lease, so the sharder gives this replica's objects
-    /// away at once if it has not yet, and waits a whole Lease, by which time it has, before
-    /// the replica joins as a new member. Whether to go on (no stop came meanwhile).
-    async fn rejoin(&self, stop: &mut std::pin::Pin<&mut impl Future<Output = ()>>) -> bool {
-        self.delete().await;
-        tokio::select! {
-            biased;
-            () = stop.as_mut() => false,
-            () = tokio::time::sleep(Duration::from_secs(self.lease_seconds)) => true,
-        }
-    }
-
-    async fn delete(&self) {
         if let Err(error) = self.api.delete(&self.name, &DeleteParams::default()).await {
             tracing::warn!(%error, lease = %self.name, "could not delete the shard's Lease");
         }
@@ -168,8 +190,9 @@ mod tests {
 
     #[tokio::test]
     async fn a_renewal_applies_the_lease_held_by_the_replica_and_labelled_with_its_ring() {
-        let (client, server) = mock_api(|seen| (200, seen.body.clone()));
-        member(client).renew().await.expect("renewed");
+        let (client, server) = mock_api(|seen| (200, versioned(&seen.body, 1)));
+        let version = member(client).renew(None).await.expect("renewed");
+        assert_eq!(version, "1");
         let seen = server.await.expect("the mock API server ran");
         let [renewal] = seen.as_slice() else {
             panic!("one request: {seen:?}");
@@ -187,12 +210,37 @@ mod tests {
         assert!(Timestamp::now().duration_since(renewed.0).as_secs() < 5);
     }
 
+    /// `body` as the API server answers it, at `version`.
+    fn versioned(body: &Value, version: usize) -> Value {
+        let mut body = body.clone();
+        body["metadata"]["resourceVersion"] = json!(version.to_string());
+        body
+    }
+
+    #[tokio::test]
+    async fn a_later_renewal_is_conditional_on_the_version_it_renewed() {
+        let (client, server) = mock_api(|seen| (200, versioned(&seen.body, 8)));
+        let version = member(client).renew(Some("7")).await.expect("renewed");
+        assert_eq!(version, "8");
+        let seen = server.await.expect("the mock API server ran");
+        let [renewal] = seen.as_slice() else {
+            panic!("one request: {seen:?}");
+        };
+        assert_eq!(renewal.method, Method::PATCH);
+        assert!(
+            !renewal.uri.query().unwrap_or_default().contains("force"),
+            "a merge patch"
+        );
+        assert_eq!(renewal.body["metadata"]["resourceVersion"], "7");
+        assert_eq!(renewal.body["spec"]["holderIdentity"], "op-7d9f-x2");
+    }
+
     /// Holds the Lease against a server that answers renewals with `renewal` for `for_secs`
     /// seconds of paused time, then stops; the requests, and the fence as it was before the
     /// stop.
     async fn hold(renewal: u16, for_secs: u64) -> (Vec<Seen>, Fence) {
         let (client, server) = mock_api(move |seen| match seen.method {
-            Method::PATCH if renewal == 200 => (200, seen.body.clone()),
+            Method::PATCH if renewal == 200 => (200, versioned(&seen.body, 1)),
             Method::PATCH => (renewal, crate::testing::conflict()),
             _ => (200, json!({})),
         });
@@ -224,36 +272,43 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn a_replica_whose_fence_lapsed_leaves_and_joins_again_a_lease_later() {
+    async fn a_replica_whose_lease_was_taken_over_is_fenced_and_joins_again_a_lease_later() {
         let start = Instant::now();
         let patches = std::sync::atomic::AtomicUsize::new(0);
-        // The first renewal succeeds, the next two fail, every later one succeeds.
+        // The second renewal finds the Lease taken over (deleted).
         let (client, server) = mock_api(move |seen| match seen.method {
             Method::PATCH => {
                 let n = patches.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
                 match n {
-                    1 | 2 => (500, crate::testing::conflict()),
-                    _ => (200, seen.body.clone()),
+                    1 => (404, crate::testing::not_found()),
+                    _ => (200, versioned(&seen.body, n)),
                 }
             }
             _ => (200, json!({})),
         });
         let member = member(client);
         let (fence, watched) = watch::channel(member.fence());
-        let stopped = tokio::time::sleep(Duration::from_secs(21));
+        let mut closed = watched.clone();
+        let stopped = tokio::time::sleep(Duration::from_secs(26));
+        let observer = tokio::spawn(async move {
+            // Right after the refused renewal at 7 s, the fence is closed.
+            tokio::time::sleep(Duration::from_millis(7_500)).await;
+            closed.borrow_and_update().holds(Instant::now())
+        });
         member.hold(&fence, stopped).await;
         drop(member);
+        assert!(!observer.await.expect("the observer ran"), "fenced at once");
         let seen = server.await.expect("the mock API server ran");
-        let methods: Vec<_> = seen.iter().map(|s| s.method.clone()).collect();
-        // Renewed at 0 s; failed at 7 and 8 s; the fence closed at 9 s: deleted, a Lease of
-        // 10 s waited, joined again at 19 s; stopped at 21 s.
-        use Method as M;
-        assert_eq!(
-            methods,
-            [M::PATCH, M::PATCH, M::PATCH, M::DELETE, M::PATCH, M::DELETE]
-        );
+        let applies: Vec<bool> = seen
+            .iter()
+            .filter(|s| s.method == Method::PATCH)
+            .map(|s| s.uri.query().unwrap_or_default().contains("force=true"))
+            .collect();
+        // Joined at 0 s; refused at 7 s; joined again at 17 s; renewed at 24 s; stopped at 26 s.
+        assert_eq!(applies, [true, false, true, false]);
+        assert_eq!(seen.last().map(|s| s.method.clone()), Some(Method::DELETE));
         let deadline = watched.borrow().deadline().expect("joined again") - start;
-        assert_eq!(deadline, Duration::from_secs(19 + 9));
+        assert_eq!(deadline, Duration::from_secs(24 + 9));
     }
 
     #[tokio::test(start_paused = true)]

@@ -11,6 +11,8 @@ use super::labels::is_label_value;
 /// What the sharder last saw of one shard's Lease.
 #[derive(Debug, Clone, PartialEq)]
 struct Observation {
+    /// The Lease's version, for a takeover conditional on it.
+    resource_version: String,
     holder: Option<String>,
     renewed: Option<String>,
     duration: Duration,
@@ -22,7 +24,9 @@ struct Observation {
 ///
 /// A Lease counts as renewed when its renew time changes, timed on the sharder's own clock
 /// (as client-go's leader election does), so no two clocks need to agree. A shard is live
-/// until its Lease has gone unchanged for its duration. After an outage, [`Membership::resync`]
+/// until its Lease has gone unchanged for its duration; then the sharder takes the Lease over
+/// ([`Membership::expired`]), and the shard leaves the ring when the Lease is gone. After an
+/// outage, [`Membership::resync`]
 /// starts every Lease's duration again: an API server that was unreachable for longer than a
 /// Lease kept the replicas from renewing, and must not make the sharder move every object.
 #[derive(Debug, Clone, Default)]
@@ -47,6 +51,7 @@ impl Membership {
         let seconds = spec.and_then(|s| s.lease_duration_seconds).unwrap_or(0);
         let duration = Duration::from_secs(u64::try_from(seconds).unwrap_or(0));
         let seen = Observation {
+            resource_version: lease.metadata.resource_version.clone().unwrap_or_default(),
             holder,
             renewed,
             duration,
@@ -55,6 +60,7 @@ impl Membership {
         match self.leases.get_mut(&name) {
             Some(last) if last.holder == seen.holder && last.renewed == seen.renewed => {
                 last.duration = seen.duration;
+                last.resource_version = seen.resource_version;
             }
             _ => {
                 self.leases.insert(name, seen);
@@ -103,6 +109,28 @@ impl Membership {
             .collect()
     }
 
+    /// The shards whose Lease is held, expired or not: the ring. A shard leaves it only when its
+    /// Lease is deleted (by its replica, or by the sharder taking over an expired one), never
+    /// on the sharder's clock alone.
+    pub fn members(&self) -> Vec<&str> {
+        self.leases
+            .iter()
+            .filter(|(_, lease)| lease.holder.is_some())
+            .map(|(name, _)| name.as_str())
+            .collect()
+    }
+
+    /// The held Leases that expired by `now`, each with the version the sharder last saw: the
+    /// sharder deletes each on condition that it is still at that version, so a renewal stored
+    /// in between wins, and the replica whose renewal finds its Lease gone knows it lost it.
+    pub fn expired(&self, now: Instant) -> Vec<(&str, &str)> {
+        self.leases
+            .iter()
+            .filter(|(name, lease)| lease.holder.is_some() && !self.is_live(name, now))
+            .map(|(name, lease)| (name.as_str(), lease.resource_version.as_str()))
+            .collect()
+    }
+
     /// When the next live shard would expire unless renewed: when the sharder should look
     /// again without a new event.
     pub fn next_expiry(&self, now: Instant) -> Option<Instant> {
@@ -141,24 +169,14 @@ impl Fence {
         }
     }
 
-    /// Records a renewal sent at `sent` that succeeded at `answered`; whether it counted. One
-    /// answered after the fence closed does not reopen it: it may have been stored after the
-    /// sharder judged the Lease expired and gave the replica's objects away. Such a replica
-    /// must [`Fence::reset`] and join again.
-    pub fn renewed(&mut self, sent: Instant, answered: Instant) -> bool {
-        if self.renewed.is_some() && !self.holds(answered) {
-            return false;
-        }
+    /// Records a renewal sent at `sent` that succeeded. Renewals are conditional on the Lease's
+    /// version, and the sharder moves a replica's objects only after it deleted the Lease on
+    /// the same condition: a renewal that succeeded proves nothing was moved, so it reopens a
+    /// fence that had closed.
+    pub fn renewed(&mut self, sent: Instant) {
         if self.renewed.is_none_or(|last| sent > last) {
             self.renewed = Some(sent);
         }
-        true
-    }
-
-    /// Whether the fence was open once and has closed at `now`: the replica is fenced for
-    /// good, until it joins again.
-    pub fn lapsed(&self, now: Instant) -> bool {
-        self.renewed.is_some() && !self.holds(now)
     }
 
     /// Forgets every renewal, for a replica that joins again as a new member.
@@ -234,6 +252,21 @@ mod tests {
     }
 
     #[test]
+    fn an_expired_lease_stays_in_the_ring_until_it_is_taken_over() {
+        let start = Instant::now();
+        let mut members = Membership::default();
+        let mut a = lease("op-a", Some("op-a"), 100);
+        a.metadata.resource_version = Some("7".into());
+        members.observe(&a, start);
+        let expired = start + Duration::from_secs(10);
+        assert!(members.expired(start).is_empty());
+        assert_eq!(members.expired(expired), [("op-a", "7")]);
+        assert_eq!(members.members(), ["op-a"], "until the takeover is seen");
+        members.forget("op-a");
+        assert!(members.members().is_empty());
+    }
+
+    #[test]
     fn a_released_or_deleted_lease_is_gone_at_once() {
         let start = Instant::now();
         let mut members = Membership::default();
@@ -264,7 +297,7 @@ mod tests {
         let sent = Instant::now();
         let mut fence = Fence::new(10, crate::leader::renewal_margin(10));
         assert!(!fence.holds(sent), "no renewal yet");
-        assert!(fence.renewed(sent, sent));
+        fence.renewed(sent);
         // The renewal is due at 7 s; the fence closes at 9 s; the Lease ends at 10 s, from a
         // moment the sharder saw no earlier than `sent`.
         assert!(fence.holds(sent + Duration::from_secs(8)));
@@ -274,15 +307,10 @@ mod tests {
         let deadline = fence.deadline().expect("renewed");
         assert!(members.is_live("op-a", deadline));
         // An older renewal reported late does not move the deadline back.
-        fence.renewed(sent - Duration::from_secs(1), sent);
+        fence.renewed(sent - Duration::from_secs(1));
         assert_eq!(fence.deadline(), Some(deadline));
-        // One answered after the fence closed does not reopen it.
-        let late = deadline + Duration::from_secs(1);
-        assert!(!fence.renewed(deadline - Duration::from_secs(1), late));
-        assert!(fence.lapsed(late) && !fence.holds(late));
         fence.reset();
-        assert!(!fence.lapsed(late));
-        assert!(fence.renewed(late, late) && fence.holds(late));
+        assert!(!fence.holds(sent));
     }
 
     #[test]
@@ -291,7 +319,7 @@ mod tests {
             let margin = crate::leader::renewal_margin(lease_seconds);
             let mut fence = Fence::new(lease_seconds, margin);
             let sent = Instant::now();
-            fence.renewed(sent, sent);
+            fence.renewed(sent);
             let open = fence.deadline().expect("renewed") - sent;
             let lease = Duration::from_secs(lease_seconds);
             let due = Duration::from_secs(lease_seconds - margin);

@@ -2,22 +2,29 @@
 //!
 //! The design is the label design of timebertt/kubernetes-controller-sharding, written for
 //! kube-rs:
-//! - **Membership.** Each replica holds a Lease of its own, named by its pod and labelled
-//!   [`RING_LABEL`]` = <operator>`. A replica is a live shard while the sharder sees its Lease
-//!   renewed ([`Membership`]), and it stops reconciling before its Lease could expire
-//!   ([`Fence`]).
-//! - **Assignment.** One actor, the sharder (the leader of the usual election), gives every
-//!   primary to a live shard by consistent hashing ([`Ring`]) and writes that shard's name as
-//!   the object's [`Labels::shard`] label; children carry their owner's label, set when they
-//!   are applied. Each replica watches only objects that carry its own name.
-//! - **Rebalancing.** An object whose shard is still live but no longer its shard on the ring
+//! - **Membership.** Each replica holds a Lease of its own ([`Member`]), named by its pod and
+//!   labelled [`RING_LABEL`]` = <operator>`, and renews it on condition that it is still at the
+//!   version it last wrote. It stops reconciling before its Lease could expire ([`Fence`]).
+//!   The sharder times renewals on its own clock ([`Membership`]); when a Lease expires it
+//!   takes it over by deleting it on condition of the version it saw, so a renewal stored in
+//!   between wins, and a replica whose renewal then finds its Lease gone knows it lost its
+//!   objects and joins again a Lease later. A shard leaves the ring only when its Lease is gone.
+//! - **Assignment.** One actor, the sharder ([`run_sharder`], on the leader of the usual
+//!   election), gives every primary to a shard by consistent hashing ([`Ring`]) and writes
+//!   that shard's name as the object's [`Labels::shard`] label; children carry their owner's
+//!   label, set when they are applied. Each replica watches only objects that carry its name.
+//! - **Rebalancing.** An object whose shard is still on the ring but no longer its shard there
 //!   is first marked with [`Labels::drain`]. Its replica acknowledges that inside a reconcile
 //!   (so never while one is in flight) by removing both labels, and only then does the sharder
-//!   assign it again: no object is ever reconciled by two replicas at once. An object of a
-//!   shard that is gone needs no handshake, because that replica fenced itself first.
+//!   assign it again: no object is reconciled by two replicas at once. An object of a shard
+//!   whose Lease is gone needs no handshake: that replica stopped, or fenced itself first.
+//! - **Outages.** While the sharder cannot watch the Leases it moves nothing, and when the
+//!   watch answers again every Lease that was live when it last brought news starts its
+//!   duration afresh: an API server away for longer than a Lease reshuffles nothing.
 //!
-//! Everything here is a pure decision over what the API server said; the watches and writes
-//! around it take the [`Assignment`] trait, so that a server-side filter (Kubernetes 1.36's
+//! The decisions ([`Sharder`], [`Decision`], [`Membership`], [`Fence`]) are pure and tested
+//! here; `cargo xtask e2e` proves the protocol on a real API server. The watches and writes
+//! around them take the [`Assignment`] trait, so that a server-side filter (Kubernetes 1.36's
 //! sharded list and watch) can replace the labels later.
 
 mod actor;

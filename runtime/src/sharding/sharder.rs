@@ -71,7 +71,7 @@ impl Sharder {
         self.membership.resync(failed_at, now);
     }
 
-    /// The live shards at the last [`Sharder::refresh`].
+    /// The shards on the ring since the last [`Sharder::refresh`].
     pub fn shards(&self) -> &[String] {
         self.ring.shards()
     }
@@ -81,22 +81,33 @@ impl Sharder {
         self.objects.len()
     }
 
-    /// When a live shard's Lease would next expire unless renewed: when to call
-    /// [`Sharder::refresh`] without a new event.
+    /// When a live shard's Lease would next expire unless renewed: when to look for
+    /// [`Sharder::takeovers`] without a new event.
     pub fn next_check(&self, now: Instant) -> Option<Instant> {
         self.membership.next_expiry(now)
     }
 
-    /// Takes the shards live at `now` as the ring; when they changed, the writes that move
-    /// every object the change concerns.
-    pub fn refresh(&mut self, now: Instant) -> Vec<Relabel> {
-        let live = self.membership.live(now);
+    /// Takes the shards whose Leases are held as the ring; when they changed, the writes that
+    /// move every object the change concerns.
+    pub fn refresh(&mut self) -> Vec<Relabel> {
+        let live = self.membership.members();
         if live == self.ring.shards() {
             return Vec::new();
         }
         tracing::info!(shards = ?live, "shards changed");
         self.ring = Ring::new(live);
         self.pending()
+    }
+
+    /// The shards whose Leases expired by `now`, with the Lease version to take each over at:
+    /// the caller deletes each Lease on that condition, and the shard leaves the ring when the
+    /// deletion is seen.
+    pub fn takeovers(&self, now: Instant) -> Vec<(String, String)> {
+        self.membership
+            .expired(now)
+            .into_iter()
+            .map(|(name, version)| (name.to_owned(), version.to_owned()))
+            .collect()
     }
 
     /// The writes every tracked object needs on the current ring: after a change of the ring,
@@ -278,7 +289,7 @@ mod tests {
         let mut sharder = sharder();
         assert_eq!(sharder.object_applied(&widget("a", 1, &[])), None);
         sharder.lease_applied(&lease("op-1", 100), now);
-        let relabels = sharder.refresh(now);
+        let relabels = sharder.refresh();
         assert_eq!(
             relabels,
             [Relabel {
@@ -287,7 +298,7 @@ mod tests {
                 patch: json!({"metadata": {"resourceVersion": "1", "labels": {SHARD: "op-1", DRAIN: null}}}),
             }]
         );
-        assert!(sharder.refresh(now).is_empty(), "the ring did not change");
+        assert!(sharder.refresh().is_empty(), "the ring did not change");
     }
 
     #[test]
@@ -295,7 +306,7 @@ mod tests {
         let now = Instant::now();
         let mut sharder = sharder();
         sharder.lease_applied(&lease("op-1", 100), now);
-        sharder.refresh(now);
+        sharder.refresh();
         let mut objects: BTreeMap<String, ObjectMeta> = names(300)
             .into_iter()
             .map(|name| (name.clone(), widget(&name, 1, &[])))
@@ -308,7 +319,7 @@ mod tests {
         assert!(objects.values().all(|o| shard_of(o) == Some("op-1")));
 
         sharder.lease_applied(&lease("op-2", 100), now);
-        let drains = sharder.refresh(now);
+        let drains = sharder.refresh();
         let moving: Vec<String> = objects
             .keys()
             .filter(|name| sharder.shard_for(Some("default"), name) == Some("op-2"))
@@ -347,7 +358,7 @@ mod tests {
         let mut sharder = sharder();
         sharder.lease_applied(&lease("op-1", 100), start);
         sharder.lease_applied(&lease("op-2", 100), start);
-        sharder.refresh(start);
+        sharder.refresh();
         let mut objects: BTreeMap<String, ObjectMeta> = names(100)
             .into_iter()
             .map(|name| (name.clone(), widget(&name, 1, &[])))
@@ -371,7 +382,15 @@ mod tests {
             Some(start + Duration::from_secs(10))
         );
         let expired = start + Duration::from_secs(10);
-        let moves = sharder.refresh(expired);
+        assert!(
+            sharder.refresh().is_empty(),
+            "nothing moves before the takeover"
+        );
+        let takeovers = sharder.takeovers(expired);
+        assert_eq!(takeovers, [("op-2".to_owned(), String::new())]);
+        // The sharder deleted op-2's Lease on that condition, and its watch saw it go.
+        sharder.lease_deleted("op-2");
+        let moves = sharder.refresh();
         assert_eq!(sharder.shards(), ["op-1"]);
         assert_eq!(moves.len(), of_2);
         apply(&mut sharder, &mut objects, moves);
@@ -384,7 +403,7 @@ mod tests {
         let mut sharder = sharder();
         sharder.lease_applied(&lease("op-1", 100), start);
         sharder.lease_applied(&lease("op-2", 100), start);
-        sharder.refresh(start);
+        sharder.refresh();
         for name in names(50) {
             sharder.object_applied(&widget(&name, 1, &[]));
         }
@@ -393,7 +412,7 @@ mod tests {
         sharder.resync(start + Duration::from_secs(1), back);
         sharder.lease_applied(&lease("op-1", 100), back);
         sharder.lease_applied(&lease("op-2", 100), back);
-        assert!(sharder.refresh(back).is_empty());
+        assert!(sharder.refresh().is_empty());
         assert_eq!(sharder.shards(), ["op-1", "op-2"]);
     }
 
@@ -406,7 +425,7 @@ mod tests {
         sharder.object_deleted(&object);
         assert_eq!(sharder.objects(), 0);
         sharder.lease_applied(&lease("op-1", 100), now);
-        assert!(sharder.refresh(now).is_empty());
+        assert!(sharder.refresh().is_empty());
     }
 
     #[test]
@@ -419,7 +438,7 @@ mod tests {
         sharder.object_applied(&widget("b", 1, &[]));
         sharder.retain_leases(|name| name == "op-1");
         sharder.retain_objects(|(_, name)| name == "b");
-        sharder.refresh(now);
+        sharder.refresh();
         assert_eq!(sharder.shards(), ["op-1"]);
         let pending: Vec<String> = sharder.pending().into_iter().map(|r| r.name).collect();
         assert_eq!(pending, ["b"]);
@@ -431,11 +450,11 @@ mod tests {
         let mut sharder = sharder();
         sharder.lease_applied(&lease("op-1", 100), now);
         sharder.lease_applied(&lease("op-2", 100), now);
-        sharder.refresh(now);
+        sharder.refresh();
         sharder.object_applied(&widget("a", 3, &[(SHARD, "op-2")]));
         sharder.object_applied(&widget("b", 3, &[(SHARD, "op-1")]));
         sharder.lease_deleted("op-2");
-        let moves = sharder.refresh(now);
+        let moves = sharder.refresh();
         assert_eq!(moves.len(), 1);
         assert_eq!(moves[0].name, "a");
         assert_eq!(moves[0].patch["metadata"]["labels"][SHARD], "op-1");
