@@ -331,7 +331,7 @@ mod tests {
         assert!(
             drains
                 .iter()
-                .all(|r| r.patch["metadata"]["labels"][SHARD].is_null()
+                .all(|r| r.patch["metadata"]["labels"].get(SHARD).is_none()
                     && r.patch["metadata"]["labels"][DRAIN] == "true")
         );
         apply(&mut sharder, &mut objects, drains);
