@@ -78,6 +78,8 @@ pub(super) fn run(admin: &Path, restart: Option<Cluster>) -> Vec<(&'static str, 
         Ok(runtime) => runtime,
         Err(error) => return vec![("a runtime for the sharding checks", Err(error.into()))],
     };
+    let _logging =
+        operator_gen_runtime::logging::init(operator_gen_runtime::settings::LogFormat::Pretty);
     runtime.block_on(async {
         let client = match crate::bench::client(admin).await {
             Ok(client) => client,
@@ -173,6 +175,17 @@ impl Protocol {
             },
             ..Namespace::default()
         };
+        // A namespace left terminating by an earlier run refuses new objects: wait it out.
+        let deadline = Instant::now() + PATIENCE;
+        while let Some(old) = namespaces.get_opt(RING).await? {
+            if old.metadata.deletion_timestamp.is_none() {
+                break;
+            }
+            if Instant::now() > deadline {
+                bail!("namespace {RING} is still terminating after {PATIENCE:?}");
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
         match namespaces.create(&PostParams::default(), &namespace).await {
             Ok(_) => {}
             Err(kube::Error::Api(status)) if status.code == 409 => {}
