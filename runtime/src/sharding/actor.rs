@@ -132,6 +132,11 @@ struct Watches {
     /// When the Leases' watch last brought news before it failed, while it has not answered
     /// since: a server shutting down may keep a watch open and silent before it fails it.
     failed_at: Option<Instant>,
+    /// When the Leases' watch last brought news before the outage it came back from, until a
+    /// renewal is seen after it: a server just back may answer the sharder's list seconds
+    /// before it answers the replicas' renewals, so the Leases start afresh again then, and
+    /// none is taken over before.
+    recovering_since: Option<Instant>,
     /// Whether the membership became current again since the last decision: every object is
     /// then looked at, also those that came while it was not.
     recovered: bool,
@@ -160,7 +165,7 @@ impl Watches {
     /// The expired Leases to take over now: none while the membership is not current, because
     /// a Lease may only look expired for want of news.
     fn takeovers(&self, sharder: &Sharder, now: Instant) -> Vec<(String, String)> {
-        if self.leases_current {
+        if self.leases_current && self.recovering_since.is_none() {
             sharder.takeovers(now)
         } else {
             Vec::new()
@@ -177,6 +182,7 @@ impl Watches {
         }
         if let Some(failed_at) = self.failed_at.take() {
             sharder.resync(failed_at, now);
+            self.recovering_since = Some(failed_at);
         }
         self.leases_current = true;
         self.recovered = true;
@@ -214,9 +220,15 @@ impl Watches {
                 self.leases_answered(sharder, now);
             }
             Ok(Event::Apply(lease)) => {
-                sharder.lease_applied(&lease, now);
+                let renewed = sharder.lease_applied(&lease, now);
                 if !self.listing_leases {
                     self.leases_answered(sharder, now);
+                }
+                if renewed
+                    && self.leases_current
+                    && let Some(since) = self.recovering_since.take()
+                {
+                    sharder.resync(since, now);
                 }
             }
             Ok(Event::Delete(lease)) => {
@@ -473,6 +485,38 @@ mod tests {
         let moves = state.decide(&mut sharder);
         assert_eq!(sharder.shards(), ["op-a"]);
         assert!(!moves.is_empty());
+    }
+
+    #[test]
+    fn after_an_outage_no_lease_is_taken_over_before_a_renewal_is_seen() {
+        let start = Instant::now();
+        let (mut state, mut sharder) = listed(start, 10);
+        state.lease_event(&mut sharder, Err(failure()), start + Duration::from_secs(1));
+        // The watch lists again at 30 s, but the server answers no renewal for 20 s more.
+        let back = start + Duration::from_secs(30);
+        state.lease_event(&mut sharder, Ok(Event::Init), back);
+        for name in ["op-a", "op-b"] {
+            state.lease_event(&mut sharder, Ok(Event::InitApply(lease(name, 100))), back);
+        }
+        state.lease_event(&mut sharder, Ok(Event::InitDone), back);
+        let slow = back + Duration::from_secs(20);
+        assert!(state.takeovers(&sharder, slow).is_empty());
+        // op-a's first renewal starts every Lease afresh; op-b, which never renews, is taken
+        // over one duration after that.
+        state.lease_event(&mut sharder, Ok(Event::Apply(lease("op-a", 150))), slow);
+        assert!(
+            state
+                .takeovers(&sharder, slow + Duration::from_secs(9))
+                .is_empty()
+        );
+        state.lease_event(
+            &mut sharder,
+            Ok(Event::Apply(lease("op-a", 158))),
+            slow + Duration::from_secs(8),
+        );
+        let takeovers = state.takeovers(&sharder, slow + Duration::from_secs(10));
+        let names: Vec<&str> = takeovers.iter().map(|(name, _)| name.as_str()).collect();
+        assert_eq!(names, ["op-b"]);
     }
 
     #[test]

@@ -36,10 +36,11 @@ pub struct Membership {
 
 impl Membership {
     /// Records a shard's Lease as the sharder read it at `now`; the shard is the Lease's name.
-    pub fn observe(&mut self, lease: &Lease, now: Instant) {
+    /// Whether it was renewed (or is new) since last seen.
+    pub fn observe(&mut self, lease: &Lease, now: Instant) -> bool {
         // A shard's name is written as a label value; a Lease named otherwise cannot be one.
         let Some(name) = lease.metadata.name.clone().filter(|n| is_label_value(n)) else {
-            return;
+            return false;
         };
         let spec = lease.spec.as_ref();
         let holder = spec
@@ -61,9 +62,11 @@ impl Membership {
             Some(last) if last.holder == seen.holder && last.renewed == seen.renewed => {
                 last.duration = seen.duration;
                 last.resource_version = seen.resource_version;
+                false
             }
             _ => {
                 self.leases.insert(name, seen);
+                true
             }
         }
     }

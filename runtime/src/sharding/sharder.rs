@@ -55,9 +55,9 @@ impl Sharder {
         }
     }
 
-    /// A shard's Lease as the watch saw it at `now`.
-    pub fn lease_applied(&mut self, lease: &Lease, now: Instant) {
-        self.membership.observe(lease, now);
+    /// A shard's Lease as the watch saw it at `now`; whether it was renewed since last seen.
+    pub fn lease_applied(&mut self, lease: &Lease, now: Instant) -> bool {
+        self.membership.observe(lease, now)
     }
 
     /// A shard's Lease was deleted: the replica stopped and let its objects go.

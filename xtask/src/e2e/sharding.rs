@@ -41,7 +41,7 @@ const OBJECT_PREFIX: &str = "object-";
 /// How many objects the replicas share.
 const OBJECTS: usize = 200;
 /// The replicas' Lease: short, so that a crash is found out in seconds.
-const LEASE_SECONDS: u64 = 3;
+const LEASE_SECONDS: u64 = 5;
 /// How long after a crash its objects may take to move: the Lease, plus one relabel and one
 /// reconcile each.
 const CRASH_BOUND: Duration = Duration::from_secs(LEASE_SECONDS + 5);
@@ -78,8 +78,6 @@ pub(super) fn run(admin: &Path, restart: Option<Cluster>) -> Vec<(&'static str, 
         Ok(runtime) => runtime,
         Err(error) => return vec![("a runtime for the sharding checks", Err(error.into()))],
     };
-    let _logging =
-        operator_gen_runtime::logging::init(operator_gen_runtime::settings::LogFormat::Pretty);
     runtime.block_on(async {
         let client = match crate::bench::client(admin).await {
             Ok(client) => client,
@@ -294,7 +292,14 @@ impl Protocol {
                     .filter(|(o, v)| after.get(*o) != Some(*v))
                     .count();
                 if written > 0 {
-                    bail!("{written} objects were written across the restart");
+                    let placements = self.placements().await?;
+                    let mut shards: BTreeMap<&str, usize> = BTreeMap::new();
+                    for shard in placements.values() {
+                        *shards.entry(shard).or_default() += 1;
+                    }
+                    bail!(
+                        "{written} objects were written across the restart; now placed {shards:?}"
+                    );
                 }
                 Ok(format!(
                     "the API server was away {down:.1?} (Lease {LEASE_SECONDS} s); no object written, reconciled again {took:.1?} after it was ready"
