@@ -364,32 +364,12 @@ where
 mod tests {
     use std::collections::BTreeMap;
 
-    use k8s_openapi::{
-        api::coordination::v1::LeaseSpec,
-        apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta},
-        jiff::Timestamp,
-    };
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
     use super::*;
+    use crate::sharding::fixtures::lease;
 
     const SHARD: &str = "shard.operator-gen.io/op";
-
-    fn lease(name: &str, renewed_at: i64) -> Lease {
-        Lease {
-            metadata: ObjectMeta {
-                name: Some(name.to_owned()),
-                ..ObjectMeta::default()
-            },
-            spec: Some(LeaseSpec {
-                holder_identity: Some(name.to_owned()),
-                lease_duration_seconds: Some(10),
-                renew_time: Some(MicroTime(
-                    Timestamp::from_second(renewed_at).expect("a valid time"),
-                )),
-                ..LeaseSpec::default()
-            }),
-        }
-    }
 
     fn placed(name: &str, shard: Option<&str>) -> ObjectMeta {
         ObjectMeta {

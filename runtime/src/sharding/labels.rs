@@ -156,16 +156,7 @@ impl Decision {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sharding::Ring;
-
-    fn key(name: &str) -> ObjectKey<'_> {
-        ObjectKey {
-            group: "example.com",
-            kind: "Widget",
-            namespace: Some("default"),
-            name,
-        }
-    }
+    use crate::sharding::{Ring, fixtures::key};
 
     #[test]
     fn a_ring_name_must_be_a_dns_label() {

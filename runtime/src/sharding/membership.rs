@@ -202,41 +202,19 @@ impl Fence {
 
 #[cfg(test)]
 mod tests {
-    use k8s_openapi::{
-        api::coordination::v1::LeaseSpec,
-        apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta},
-        jiff::Timestamp,
-    };
-
     use super::*;
-
-    fn lease(name: &str, holder: Option<&str>, renewed_at: i64) -> Lease {
-        Lease {
-            metadata: ObjectMeta {
-                name: Some(name.to_owned()),
-                ..ObjectMeta::default()
-            },
-            spec: Some(LeaseSpec {
-                holder_identity: holder.map(str::to_owned),
-                lease_duration_seconds: Some(10),
-                renew_time: Some(MicroTime(
-                    Timestamp::from_second(renewed_at).expect("a valid time"),
-                )),
-                ..LeaseSpec::default()
-            }),
-        }
-    }
+    use crate::sharding::fixtures::{lease, lease_held_by};
 
     #[test]
     fn a_shard_is_live_until_its_lease_goes_unrenewed_for_its_duration() {
         let start = Instant::now();
         let mut members = Membership::default();
-        members.observe(&lease("op-a", Some("op-a"), 100), start);
-        members.observe(&lease("op-b", Some("op-b"), 100), start);
+        members.observe(&lease("op-a", 100), start);
+        members.observe(&lease("op-b", 100), start);
         // op-a renews at 6 s; op-b's Lease is read again, unchanged.
         let later = start + Duration::from_secs(6);
-        members.observe(&lease("op-a", Some("op-a"), 106), later);
-        members.observe(&lease("op-b", Some("op-b"), 100), later);
+        members.observe(&lease("op-a", 106), later);
+        members.observe(&lease("op-b", 100), later);
         let expired = start + Duration::from_secs(10);
         assert_eq!(members.live(expired), ["op-a"]);
         assert_eq!(
@@ -250,7 +228,7 @@ mod tests {
     fn a_lease_whose_name_cannot_be_a_label_value_is_no_shard() {
         let now = Instant::now();
         let mut members = Membership::default();
-        members.observe(&lease(&"p".repeat(64), Some("p"), 100), now);
+        members.observe(&lease_held_by(&"p".repeat(64), Some("p"), 100), now);
         assert!(members.live(now).is_empty());
     }
 
@@ -258,7 +236,7 @@ mod tests {
     fn an_expired_lease_stays_in_the_ring_until_it_is_taken_over() {
         let start = Instant::now();
         let mut members = Membership::default();
-        let mut a = lease("op-a", Some("op-a"), 100);
+        let mut a = lease("op-a", 100);
         a.metadata.resource_version = Some("7".into());
         members.observe(&a, start);
         let expired = start + Duration::from_secs(10);
@@ -273,9 +251,9 @@ mod tests {
     fn a_released_or_deleted_lease_is_gone_at_once() {
         let start = Instant::now();
         let mut members = Membership::default();
-        members.observe(&lease("op-a", Some("op-a"), 100), start);
-        members.observe(&lease("op-b", Some("op-b"), 100), start);
-        members.observe(&lease("op-a", None, 100), start);
+        members.observe(&lease("op-a", 100), start);
+        members.observe(&lease("op-b", 100), start);
+        members.observe(&lease_held_by("op-a", None, 100), start);
         members.forget("op-b");
         assert!(members.live(start).is_empty());
         assert_eq!(members.next_expiry(start), None);
@@ -285,11 +263,11 @@ mod tests {
     fn an_outage_longer_than_a_lease_expires_no_shard() {
         let start = Instant::now();
         let mut members = Membership::default();
-        members.observe(&lease("op-a", Some("op-a"), 100), start);
+        members.observe(&lease("op-a", 100), start);
         // The sharder could not watch for 30 s from 2 s on; nobody could renew either.
         let back = start + Duration::from_secs(30);
         members.resync(start + Duration::from_secs(2), back);
-        members.observe(&lease("op-a", Some("op-a"), 100), back);
+        members.observe(&lease("op-a", 100), back);
         assert_eq!(members.live(back + Duration::from_secs(9)), ["op-a"]);
         // A replica that really stopped is still found out one duration later.
         assert!(members.live(back + Duration::from_secs(10)).is_empty());
@@ -306,7 +284,7 @@ mod tests {
         assert!(fence.holds(sent + Duration::from_secs(8)));
         assert!(!fence.holds(sent + Duration::from_secs(9)));
         let mut members = Membership::default();
-        members.observe(&lease("op-a", Some("op-a"), 100), sent);
+        members.observe(&lease("op-a", 100), sent);
         let deadline = fence.deadline().expect("renewed");
         assert!(members.is_live("op-a", deadline));
         // An older renewal reported late does not move the deadline back.

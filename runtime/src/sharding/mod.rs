@@ -28,6 +28,8 @@
 //! sharded list and watch) can replace the labels later.
 
 mod actor;
+#[cfg(test)]
+mod fixtures;
 mod labels;
 mod member;
 mod membership;

@@ -108,19 +108,7 @@ impl Assignment for Ring {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn key(name: &str) -> ObjectKey<'_> {
-        ObjectKey {
-            group: "example.com",
-            kind: "Widget",
-            namespace: Some("default"),
-            name,
-        }
-    }
-
-    fn names(count: usize) -> Vec<String> {
-        (0..count).map(|i| format!("widget-{i}")).collect()
-    }
+    use crate::sharding::fixtures::{key, names};
 
     fn assign_all<'r>(ring: &'r Ring, objects: &[String]) -> Vec<&'r str> {
         objects

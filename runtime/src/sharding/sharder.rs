@@ -188,13 +188,10 @@ impl Sharder {
 mod tests {
     use std::time::Duration;
 
-    use k8s_openapi::{
-        api::coordination::v1::LeaseSpec, apimachinery::pkg::apis::meta::v1::MicroTime,
-        jiff::Timestamp,
-    };
     use serde_json::json;
 
     use super::*;
+    use crate::sharding::fixtures::{lease, names};
 
     const SHARD: &str = "shard.operator-gen.io/op";
     const DRAIN: &str = "drain.operator-gen.io/op";
@@ -205,23 +202,6 @@ mod tests {
             "example.com",
             "Widget",
         )
-    }
-
-    fn lease(name: &str, renewed_at: i64) -> Lease {
-        Lease {
-            metadata: ObjectMeta {
-                name: Some(name.to_owned()),
-                ..ObjectMeta::default()
-            },
-            spec: Some(LeaseSpec {
-                holder_identity: Some(name.to_owned()),
-                lease_duration_seconds: Some(10),
-                renew_time: Some(MicroTime(
-                    Timestamp::from_second(renewed_at).expect("a valid time"),
-                )),
-                ..LeaseSpec::default()
-            }),
-        }
     }
 
     /// Widget `name` at `version`, labelled `labels`.
@@ -238,10 +218,6 @@ mod tests {
             ),
             ..ObjectMeta::default()
         }
-    }
-
-    fn names(count: usize) -> Vec<String> {
-        (0..count).map(|i| format!("widget-{i}")).collect()
     }
 
     /// Carries out `relabels` on `objects` as the API server would, bumping their versions,
@@ -279,6 +255,20 @@ mod tests {
         }
     }
 
+    /// `count` new widgets, seen by `sharder` and placed as it asked.
+    fn placed(sharder: &mut Sharder, count: usize) -> BTreeMap<String, ObjectMeta> {
+        let mut objects: BTreeMap<String, ObjectMeta> = names(count)
+            .into_iter()
+            .map(|name| (name.clone(), widget(&name, 1, &[])))
+            .collect();
+        let first: Vec<Relabel> = objects
+            .values()
+            .filter_map(|object| sharder.object_applied(object))
+            .collect();
+        apply(sharder, &mut objects, first);
+        objects
+    }
+
     fn shard_of(object: &ObjectMeta) -> Option<&str> {
         object.labels.as_ref()?.get(SHARD).map(String::as_str)
     }
@@ -307,15 +297,7 @@ mod tests {
         let mut sharder = sharder();
         sharder.lease_applied(&lease("op-1", 100), now);
         sharder.refresh();
-        let mut objects: BTreeMap<String, ObjectMeta> = names(300)
-            .into_iter()
-            .map(|name| (name.clone(), widget(&name, 1, &[])))
-            .collect();
-        let first: Vec<Relabel> = objects
-            .values()
-            .filter_map(|object| sharder.object_applied(object))
-            .collect();
-        apply(&mut sharder, &mut objects, first);
+        let mut objects = placed(&mut sharder, 300);
         assert!(objects.values().all(|o| shard_of(o) == Some("op-1")));
 
         sharder.lease_applied(&lease("op-2", 100), now);
@@ -359,15 +341,7 @@ mod tests {
         sharder.lease_applied(&lease("op-1", 100), start);
         sharder.lease_applied(&lease("op-2", 100), start);
         sharder.refresh();
-        let mut objects: BTreeMap<String, ObjectMeta> = names(100)
-            .into_iter()
-            .map(|name| (name.clone(), widget(&name, 1, &[])))
-            .collect();
-        let first: Vec<Relabel> = objects
-            .values()
-            .filter_map(|object| sharder.object_applied(object))
-            .collect();
-        apply(&mut sharder, &mut objects, first);
+        let mut objects = placed(&mut sharder, 100);
         let of_2 = objects
             .values()
             .filter(|o| shard_of(o) == Some("op-2"))
