@@ -65,6 +65,11 @@ pub struct Manifest {
     /// usually another controller's: nothing unless asked.
     #[serde(default)]
     pub status: Status,
+    /// Whether replicas can split the primaries between them (`--sharding` at run time):
+    /// each holds a Lease of its own and reconciles the objects a sharder places on it, rather
+    /// than one leader reconciling all. `deploy/` then runs three replicas with it on.
+    #[serde(default)]
+    pub sharding: bool,
 }
 
 /// `status:`: what the operator writes into its primary's status.

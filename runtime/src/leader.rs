@@ -45,7 +45,7 @@ const CAMPAIGN_RETRY: Duration = Duration::from_secs(2);
 /// wait for it to expire.
 const RELEASE_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// Why this replica could not take part in the election.
+/// Why this replica could not take part in the election, or in its ring of shards.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// The Lease could not be read, created or renewed.
@@ -59,6 +59,9 @@ pub enum Error {
         #[source]
         source: LeaseManagerError,
     },
+    /// This replica cannot be a shard of its ring.
+    #[error(transparent)]
+    Sharding(#[from] crate::sharding::Error),
     /// kube-lease-manager's renewer stopped before this replica led, without saying why.
     #[error(
         "leader election on Lease {namespace}/{lease}: the renewer stopped before this replica led"
@@ -127,6 +130,13 @@ impl Election {
     /// The same election, ended by `shutdown` instead of a signal.
     pub fn with_shutdown(mut self, shutdown: Shutdown) -> Self {
         self.shutdown = Some(shutdown);
+        self
+    }
+
+    /// The same election, campaigned for even where `--leader-election` is off: a sharded
+    /// operator's sharder must run on one replica at a time.
+    pub(crate) fn campaigning(mut self) -> Self {
+        self.enabled = true;
         self
     }
 
@@ -232,7 +242,7 @@ impl Election {
 
 /// Runs one term of `term` until it returns; once `end` resolves, tells the term so and
 /// waits for it to finish what it has in flight. What `end` said, if it ended the term.
-async fn serve<F, Fut, E>(term: &mut F, end: impl Future<Output = E>) -> Option<E>
+pub(crate) async fn serve<F, Fut, E>(term: &mut F, end: impl Future<Output = E>) -> Option<E>
 where
     F: FnMut(Term) -> Fut,
     Fut: Future<Output = ()>,

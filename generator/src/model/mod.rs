@@ -123,6 +123,9 @@ pub struct Operator {
     pub cached_kinds: usize,
     /// Whether some watch streams metadata only.
     pub watches_metadata: bool,
+    /// Whether the operator can run sharded (`sharding: true`): replicas split the primaries
+    /// by the labels a sharder writes, with the wiring in `operator_gen_runtime::sharding`.
+    pub sharding: bool,
     /// True when some owned kind is namespaced / cluster-scoped, selecting helper variants.
     pub owns_namespaced: bool,
     pub owns_cluster: bool,
@@ -232,6 +235,15 @@ pub fn analyze(
         }
     };
     naming::check_crate_name(&crate_name).map_err(|reason| bad("name", reason))?;
+    if manifest.sharding && !typed {
+        return Err(bad(
+            "sharding",
+            "sharding is generated for typed primaries (a CRD, a built-in kind or a derived \
+             resource), whose sharder watches one kind; drop `sharding:` for a dynamic or \
+             generic operator"
+                .to_owned(),
+        ));
+    }
 
     let relations = relations::resolve(manifest, related_crds, primary, &mut modules, &bad)?;
     let scope = policy::scope(manifest, typed, &facts.primary, &relations, &bad)?;
@@ -303,6 +315,7 @@ pub fn analyze(
         &relations,
         finalizer,
         status_helper || condition.is_some(),
+        manifest.sharding,
     );
     let crd_yaml = match input {
         PrimaryInput::Crd { selected, .. } => Some(YamlDocument::new(&selected.crd).map_err(
@@ -314,7 +327,7 @@ pub fn analyze(
         _ => None,
     };
     let crd_newer_than_1_20 = facts.newer_than_1_20;
-    let predicates = policy::predicates(manifest);
+    let predicates = policy::predicates(manifest, manifest.sharding);
     let mut warnings = facts.warnings.clone();
     warnings.extend(relations.warnings.iter().cloned());
     let namespaced = primary.namespaced;
@@ -356,7 +369,7 @@ pub fn analyze(
                 .watches
                 .iter()
                 .any(|w| w.rule != relations::MapKind::Field || namespaced)
-            || (finalizer && namespaced)
+            || ((finalizer || manifest.sharding) && namespaced)
             || status_helper,
         has_sample,
         mock_tests: has_sample && (finalizer || condition.is_some() || owned_sample.is_some()),
@@ -365,6 +378,7 @@ pub fn analyze(
         status_helper,
         cached_kinds: 1 + relations.owns.len(),
         watches_metadata: relations.watches.iter().any(|w| w.metadata_only),
+        sharding: manifest.sharding,
         owns_namespaced: relations.owns.iter().any(|o| o.namespaced),
         owns_cluster: relations.owns.iter().any(|o| !o.namespaced),
         archetype: facts.archetype,

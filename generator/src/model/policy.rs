@@ -55,9 +55,16 @@ pub(super) fn requeue(manifest: &Manifest, bad: &dyn Fn(&str, String) -> Error) 
 }
 
 /// The predicates in force, as `kube::runtime::predicates` function names.
-pub(super) fn predicates(manifest: &Manifest) -> Vec<Constant> {
-    manifest
-        .predicates()
+///
+/// A sharded operator's primaries also pass on a change of labels, when any predicate
+/// filters them: the sharder asks a replica to let an object go by a label, which changes
+/// neither its generation nor its finalizers.
+pub(super) fn predicates(manifest: &Manifest, sharding: bool) -> Vec<Constant> {
+    let mut predicates = manifest.predicates();
+    if sharding && !predicates.is_empty() && !predicates.contains(&manifest::Predicate::Labels) {
+        predicates.push(manifest::Predicate::Labels);
+    }
+    predicates
         .iter()
         .map(|p| match p {
             manifest::Predicate::Generation => "generation",

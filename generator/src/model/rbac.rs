@@ -46,7 +46,8 @@ fn is_secrets(group: &Text, resource: &Text) -> bool {
 
 /// The verbs per resource:
 /// - the primary is listed and watched, and patched only by the finalizer (its own
-///   `metadata.finalizers`); its status is patched only where the code writes it;
+///   `metadata.finalizers`) and by sharding (its shard and drain labels); its status is
+///   patched only where the code writes it;
 /// - owned kinds are listed, watched and applied: a server-side apply that creates the
 ///   child is authorized as `create` as well as `patch`; the primary's `finalizers`
 ///   subresource takes `update` because the children's owner references block the owner's
@@ -59,6 +60,7 @@ pub(super) fn rules(
     relations: &Relations,
     finalizer: bool,
     status_helper: bool,
+    sharding: bool,
 ) -> Vec<Rule> {
     let mut rules = Vec::new();
     if archetype == Archetype::Generic {
@@ -74,7 +76,7 @@ pub(super) fn rules(
             archetype,
             primary,
             relations,
-            finalizer,
+            (finalizer, sharding),
             status_helper,
         ));
     }
@@ -133,24 +135,33 @@ fn primary_rules(
     archetype: Archetype,
     primary: &Primary,
     relations: &Relations,
-    finalizer: bool,
+    (finalizer, sharding): (bool, bool),
     status_helper: bool,
 ) -> Vec<Rule> {
     let sub = |name: &str| Text::new(format!("{}/{name}", primary.plural.raw()));
     let mut rules = Vec::new();
-    if finalizer {
-        rules.push(Rule::new(
+    let patched_for = match (finalizer, sharding) {
+        (false, false) => None,
+        (true, false) => Some("primary resource (patched only for the finalizer)"),
+        (false, true) => Some(
+            "primary resource (patched only for sharding: the sharder writes the shard and drain labels, a replica removes them to let an object go)",
+        ),
+        (true, true) => Some(
+            "primary resource (patched only for the finalizer, and for sharding: the sharder writes the shard and drain labels, a replica removes them to let an object go)",
+        ),
+    };
+    match patched_for {
+        Some(reason) => rules.push(Rule::new(
             &primary.group,
             primary.plural.clone(),
             &["list", "watch", "patch"],
-            "primary resource (patched only for the finalizer)",
-        ));
-    } else {
-        rules.push(Rule::watched(
+            reason,
+        )),
+        None => rules.push(Rule::watched(
             &primary.group,
             primary.plural.clone(),
             "primary resource",
-        ));
+        )),
     }
     if status_helper {
         rules.push(Rule::new(

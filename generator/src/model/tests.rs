@@ -760,3 +760,54 @@ fn a_sample_built_from_the_schema_takes_the_field_a_cel_rule_asks_for() {
         .to_string();
     assert!(err.contains("one of chart and chartRef"), "{err}");
 }
+
+#[test]
+fn sharding_grants_the_primary_patch_and_lets_label_changes_through() {
+    let operator = analyze_with("sharding: true").expect("a valid manifest");
+    assert!(operator.sharding);
+    let primary = operator
+        .rbac
+        .iter()
+        .find(|r| r.resource.raw() == "widgets")
+        .expect("a rule for the primary");
+    let verbs: Vec<&str> = primary.verbs.iter().map(|v| v.0).collect();
+    assert_eq!(verbs, ["list", "watch", "patch"]);
+    assert!(
+        primary.reason.0.contains("shard and drain labels"),
+        "{primary:?}"
+    );
+    // The drain label changes neither generation nor finalizers.
+    let predicates: Vec<&str> = operator.predicates.iter().map(|p| p.0).collect();
+    assert_eq!(predicates, ["generation", "finalizers", "labels"]);
+    let unfiltered = analyze_with("sharding: true\npredicates: []").expect("a valid manifest");
+    assert!(unfiltered.predicates.is_empty(), "nothing to let through");
+    let plain = analyze_with("").expect("a valid manifest");
+    assert!(!plain.sharding);
+    assert_eq!(plain.predicates.len(), 2);
+}
+
+#[test]
+fn sharding_an_untyped_primary_is_refused_naming_the_field() {
+    let primary = select(
+        "w.yaml",
+        parse_all("w.yaml", CRD.as_bytes()).unwrap(),
+        &Selection::default(),
+    )
+    .unwrap();
+    let manifest = Manifest::parse("operator.yaml", "sharding: true").unwrap();
+    let input = PrimaryInput::Crd {
+        selected: Box::new(primary),
+        dynamic: true,
+    };
+    let error = analyze(
+        "operator.yaml",
+        &manifest,
+        &input,
+        &[],
+        CommandFlags::default(),
+    )
+    .expect_err("a dynamic primary has no one kind for the sharder")
+    .to_string();
+    assert!(error.contains("field `sharding`"), "{error}");
+    assert!(error.contains("typed primaries"), "{error}");
+}

@@ -33,6 +33,7 @@ mod fixtures;
 mod labels;
 mod member;
 mod membership;
+mod replica;
 mod ring;
 mod sharder;
 
@@ -40,6 +41,7 @@ pub use actor::run as run_sharder;
 pub use labels::{Decision, Labels, Placement, SHARD_LABEL_PREFIX};
 pub use member::Member;
 pub use membership::{Fence, Membership};
+pub use replica::{Replica, run_sharded};
 pub use ring::{Assignment, ObjectKey, Ring, VIRTUAL_NODES};
 pub use sharder::{Relabel, Sharder};
 
@@ -56,4 +58,13 @@ pub enum Error {
          starting and ending with a letter or digit); name the operator so"
     )]
     RingName(String),
+    /// A replica's name becomes the value of the shard label on its objects.
+    #[error(
+        "shard {0:?} is not a label value (at most 63 letters, digits, '-', '_' and '.', \
+         starting and ending with a letter or digit); set POD_NAME (--pod-name) to the pod's name"
+    )]
+    ShardName(String),
+    /// A replica's Lease and shard are named after its pod.
+    #[error("sharding needs this replica's name: set POD_NAME (--pod-name) to the pod's name")]
+    Unnamed,
 }
