@@ -277,9 +277,12 @@ mod tests {
                 "object.ref" = "Widget.v1.example.com/a.ns"
             );
             let reconcile = outer.in_scope(|| {
-                traced(Arc::new(k8s_openapi::api::core::v1::ConfigMap::default()), async {
-                    tracing::info!("applied the child");
-                })
+                traced(
+                    Arc::new(k8s_openapi::api::core::v1::ConfigMap::default()),
+                    async {
+                        tracing::info!("applied the child");
+                    },
+                )
             });
             tracing::Instrument::instrument(reconcile, outer).await;
         }

@@ -347,6 +347,11 @@ impl Cluster {
                 self.admin_kubeconfig().display()
             ))
             .arg("--controllers=garbagecollector,namespace")
+            // The garbage collector's client is held to 20 requests a second by default: the
+            // 1,000 children of the e2e's sharded primaries took it over a minute to remove,
+            // which the next check's deletion waited out. A cluster of its own can spare more.
+            .arg("--kube-api-qps=200")
+            .arg("--kube-api-burst=400")
             .arg("--leader-elect=false")
             .arg("--port=0")
             .arg("--secure-port=0");

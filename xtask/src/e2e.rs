@@ -29,6 +29,7 @@ use crate::cluster::{self, Cluster, OperatorCrate};
 
 pub(crate) mod conversion;
 mod monitoring;
+mod sharded;
 mod sharding;
 mod status;
 pub(crate) mod webhooks;
@@ -456,6 +457,12 @@ impl Suite {
                 "two replicas: only the leader reconciles",
                 Self::leader_election,
             ));
+            if self.manifest.sharding {
+                checks.push((
+                    "sharded: replicas split 1,000 primaries, one joins, one is killed; none reconciled by two at once",
+                    Self::sharded,
+                ));
+            }
         }
         if self.own_condition().is_some() {
             checks.push((
@@ -1121,6 +1128,12 @@ impl Suite {
 
     /// Starts a replica of the operator, with leader election or without.
     fn start(&mut self, replica: &str, leader_election: bool) -> Result<()> {
+        let election = if leader_election { "true" } else { "false" };
+        self.start_with(replica, &[("LEADER_ELECTION", election)])
+    }
+
+    /// Starts a replica of the operator with the variables of `env` over the usual ones.
+    fn start_with(&mut self, replica: &str, env: &[(&str, &str)]) -> Result<()> {
         let binary = self.env.workspace.join("target/debug").join(&self.name);
         let log = self.env.logs.join(format!("{replica}.log"));
         let metrics = self.next_port;
@@ -1157,10 +1170,7 @@ impl Suite {
             .env("POD_NAME", replica)
             .env("POD_NAMESPACE", &self.operator_namespace)
             .env("LEASE_SECONDS", LEASE_SECONDS.to_string())
-            .env(
-                "LEADER_ELECTION",
-                if leader_election { "true" } else { "false" },
-            )
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(output.try_clone()?)
             .stderr(output)

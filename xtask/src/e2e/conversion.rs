@@ -292,7 +292,7 @@ impl Suite {
 
     /// Creates `objects`, each a primary in the hub's version, many requests at a time:
     /// `kubectl create` would send them one after another.
-    fn create_all(&self, objects: Vec<Value>) -> Result<()> {
+    pub(super) fn create_all(&self, objects: Vec<Value>) -> Result<()> {
         self.with_primaries(async |api| {
             futures::stream::iter(objects)
                 .map(|object| {

@@ -1,0 +1,399 @@
+//! A generated operator run sharded (`sharding: true` in its manifest, `--sharding` at run
+//! time) on the real API server: replicas split [`MANY`] primaries, a replica joins, one is
+//! killed, and the log lines of every reconcile prove that no object was reconciled by two
+//! replicas at once.
+//!
+//! The intervals come from the runtime's `reconcile ended` debug line (name, namespace,
+//! duration, and the line's own timestamp as the end), not from annotations, which would add
+//! writes. The replicas are processes on this machine, so their timestamps share one clock.
+
+use std::{
+    collections::{BTreeMap, BTreeSet},
+    fs,
+    time::{Duration, Instant},
+};
+
+use anyhow::{Context as _, Result, bail};
+use serde_json::{Value, json};
+
+use super::{LEASE_SECONDS, RECOVERY, Suite};
+
+/// The replicas, in the order they start; the last joins once the first two have settled.
+const REPLICAS: [&str; 3] = ["shard-a", "shard-b", "shard-c"];
+/// How many primaries the replicas split.
+const MANY: usize = 1_000;
+/// The label on the primaries this check creates, so it deletes them in one request.
+const MANY_LABEL: &str = "e2e.operator-gen.kube.rs/sharded";
+/// How long a dead replica's objects may wait for a live shard, beyond its Lease: the sharder
+/// sees the last renewal up to a renewal interval late, then deletes the Lease and writes the
+/// objects' labels 16 at a time.
+const MOVE_MARGIN: Duration = Duration::from_secs(10);
+
+/// Where the primaries and their children stand, as the API server lists them.
+struct Placement {
+    /// Primary name → its shard label.
+    primaries: BTreeMap<String, Option<String>>,
+    /// Primary name → the shard label of its controller-owned child.
+    children: BTreeMap<String, Option<String>>,
+    /// Every primary of the kind, in every namespace, per shard label: what the replicas'
+    /// caches should hold.
+    per_shard: BTreeMap<String, usize>,
+}
+
+impl Suite {
+    /// Runs the sharded replicas in place of the usual one, then puts that one back.
+    pub(super) fn sharded(&mut self) -> Result<()> {
+        self.stop("main");
+        let patience = std::mem::replace(&mut self.patience, RECOVERY);
+        let checked = self.shards_split_and_move();
+        // While the replicas still run, so that they release the finalizers.
+        let deleted = self.delete_sharded();
+        self.patience = patience;
+        for replica in REPLICAS {
+            self.stop(replica);
+        }
+        self.start("main", false)?;
+        checked.and(deleted)
+    }
+
+    fn shards_split_and_move(&mut self) -> Result<()> {
+        self.start_shard(REPLICAS[0])?;
+        self.start_shard(REPLICAS[1])?;
+        let created = Instant::now();
+        let objects: Vec<Value> = (0..MANY)
+            .map(|index| {
+                let mut object = self.primary_object(&format!("sharded-{index}"));
+                object["metadata"]["labels"] = json!({ MANY_LABEL: "true" });
+                object
+            })
+            .collect();
+        self.create_all(objects)?;
+        self.settled_on(&REPLICAS[..2])?;
+        println!(
+            "    {MANY} primaries created and reconciled on 2 shards, children following, in {:.1?}",
+            created.elapsed()
+        );
+
+        let joined = Instant::now();
+        self.start_shard(REPLICAS[2])?;
+        self.settled_on(&REPLICAS)?;
+        let spread = self.placement()?.per_shard;
+        println!(
+            "    a third replica joined; settled in {:.1?}: {spread:?}",
+            joined.elapsed()
+        );
+        if REPLICAS
+            .iter()
+            .any(|r| spread.get(*r).copied().unwrap_or(0) == 0)
+        {
+            bail!("a replica was given no primaries after joining: {spread:?}");
+        }
+
+        let sharder = self.sharder()?;
+        let victim = REPLICAS
+            .iter()
+            .copied()
+            .find(|r| *r != sharder)
+            .context("no replica besides the sharder")?;
+        let survivors: Vec<&str> = REPLICAS.into_iter().filter(|r| *r != victim).collect();
+        let had = spread.get(victim).copied().unwrap_or(0);
+        let killed = Instant::now();
+        self.stop(victim);
+        let bound = Duration::from_secs(LEASE_SECONDS) + MOVE_MARGIN;
+        self.eventually(
+            "the killed replica's primaries to be on live shards",
+            || {
+                let placement = self.placement()?;
+                Ok(placement
+                    .primaries
+                    .values()
+                    .all(|shard| shard.as_deref().is_some_and(|s| survivors.contains(&s))))
+            },
+        )?;
+        let moved = killed.elapsed();
+        self.settled_on(&survivors)?;
+        println!(
+            "    {victim} killed: its {had} primaries on live shards after {moved:.1?} (bound {bound:?}), reconciled there after {:.1?}",
+            killed.elapsed()
+        );
+        if moved > bound {
+            bail!("{victim}'s primaries took {moved:.1?} to move; the bound is {bound:?}");
+        }
+        self.no_overlap()
+    }
+
+    /// Starts a replica with sharding on, logging the end of each reconcile.
+    fn start_shard(&mut self, replica: &str) -> Result<()> {
+        self.start_with(
+            replica,
+            &[
+                ("LEADER_ELECTION", "true"),
+                ("SHARDING", "true"),
+                ("RUST_LOG", "info,operator_gen_runtime::traces=debug"),
+            ],
+        )
+    }
+
+    /// Waits until every primary of this check is on one of `live` and its child carries the
+    /// same label, and each replica's cache of the primary holds exactly the primaries placed
+    /// on it.
+    fn settled_on(&self, live: &[&str]) -> Result<()> {
+        let cache = format!("operator_cache_objects{{kind=\"{}\"}}", self.kind);
+        let mut last = String::new();
+        let settled = self.eventually("the primaries to settle on the live shards", || {
+            let placement = self.placement()?;
+            if placement.primaries.len() != MANY {
+                last = format!("{} of {MANY} primaries listed", placement.primaries.len());
+                return Ok(false);
+            }
+            let astray = placement.primaries.iter().find(|(name, shard)| {
+                !shard.as_deref().is_some_and(|s| live.contains(&s))
+                    || placement.children.get(*name) != Some(*shard)
+            });
+            if let Some((name, shard)) = astray {
+                last = format!(
+                    "{name} is on {shard:?}, its child on {:?}",
+                    placement.children.get(name)
+                );
+                return Ok(false);
+            }
+            for replica in live {
+                let cached = self.gauge(replica, &cache)? as usize;
+                let placed = placement.per_shard.get(*replica).copied().unwrap_or(0);
+                if cached != placed {
+                    last = format!("{replica} caches {cached} primaries, {placed} placed on it");
+                    return Ok(false);
+                }
+            }
+            Ok(true)
+        });
+        settled.with_context(|| format!("last seen: {last}"))
+    }
+
+    /// The placement of this check's primaries and their children, and of every primary.
+    fn placement(&self) -> Result<Placement> {
+        let shard_label = format!("shard.operator-gen.io/{}", self.name);
+        let label = |object: &Value| {
+            object["metadata"]["labels"][&shard_label]
+                .as_str()
+                .map(str::to_owned)
+        };
+        let everywhere = self.admin_json(&["get", &self.primary, "-A", "-o", "json"])?;
+        let mut per_shard = BTreeMap::new();
+        let mut primaries = BTreeMap::new();
+        let mut uids = BTreeMap::new();
+        for item in everywhere["items"].as_array().into_iter().flatten() {
+            if let Some(shard) = label(item) {
+                *per_shard.entry(shard).or_insert(0) += 1;
+            }
+            let ours = item["metadata"]["labels"][MANY_LABEL] == "true"
+                && item["metadata"]["namespace"] == self.namespace.as_str();
+            if ours {
+                let name = item["metadata"]["name"].as_str().unwrap_or_default();
+                primaries.insert(name.to_owned(), label(item));
+                let uid = item["metadata"]["uid"].as_str().unwrap_or_default();
+                uids.insert(uid.to_owned(), name.to_owned());
+            }
+        }
+        let mut children = BTreeMap::new();
+        for resource in &self.owned {
+            let list = self.admin_json(&["get", resource, "-n", &self.namespace, "-o", "json"])?;
+            for item in list["items"].as_array().into_iter().flatten() {
+                let owner = item["metadata"]["ownerReferences"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .find(|r| r["controller"] == true)
+                    .and_then(|r| uids.get(r["uid"].as_str().unwrap_or_default()));
+                if let Some(owner) = owner {
+                    children.insert(owner.clone(), label(item));
+                }
+            }
+        }
+        Ok(Placement {
+            primaries,
+            children,
+            per_shard,
+        })
+    }
+
+    /// The replica that holds the operator's own Lease, and so runs the sharder.
+    fn sharder(&self) -> Result<String> {
+        let lease = self.admin_json(&[
+            "get",
+            "lease",
+            &self.name,
+            "-n",
+            &self.operator_namespace,
+            "-o",
+            "json",
+        ])?;
+        lease["spec"]["holderIdentity"]
+            .as_str()
+            .map(str::to_owned)
+            .context("the operator's Lease has no holder")
+    }
+
+    /// Every reconcile of this check's primaries, per replica, read from the replicas' logs:
+    /// no two replicas' intervals of one object overlap, and every object was reconciled.
+    fn no_overlap(&self) -> Result<()> {
+        // Object name → (start, end, replica), in microseconds since the epoch.
+        let mut intervals: BTreeMap<String, Vec<(i64, i64, &str)>> = BTreeMap::new();
+        for replica in REPLICAS {
+            let log = self.env.logs.join(format!("{replica}.log"));
+            let text =
+                fs::read_to_string(&log).with_context(|| format!("reading {}", log.display()))?;
+            for line in text.lines() {
+                let Some((name, start, end)) = reconcile_interval(line, &self.namespace) else {
+                    continue;
+                };
+                if name.starts_with("sharded-") {
+                    intervals
+                        .entry(name)
+                        .or_default()
+                        .push((start, end, replica));
+                }
+            }
+        }
+        if intervals.len() != MANY {
+            bail!(
+                "{} of {MANY} primaries have a reconcile in the replicas' logs",
+                intervals.len()
+            );
+        }
+        let (mut reconciles, mut handovers) = (0, 0);
+        let mut by: BTreeSet<&str> = BTreeSet::new();
+        for (name, list) in &mut intervals {
+            list.sort();
+            reconciles += list.len();
+            // The latest end of each replica's reconciles of this object so far.
+            let mut ended: BTreeMap<&str, i64> = BTreeMap::new();
+            let mut previous: Option<&str> = None;
+            for &(start, end, replica) in list.iter() {
+                by.insert(replica);
+                if previous.is_some_and(|p| p != replica) {
+                    handovers += 1;
+                }
+                previous = Some(replica);
+                let clash = ended
+                    .iter()
+                    .find(|(other, until)| **other != replica && **until > start);
+                if let Some((other, until)) = clash {
+                    bail!(
+                        "{name} was reconciled by {other} until {until} µs and by {replica} from {start} µs: {} µs at once",
+                        until - start
+                    );
+                }
+                let latest = ended.entry(replica).or_insert(end);
+                *latest = (*latest).max(end);
+            }
+        }
+        println!(
+            "    no primary reconciled by two replicas at once: {reconciles} reconciles, {handovers} hand-overs, by {by:?}"
+        );
+        Ok(())
+    }
+
+    /// Deletes this check's primaries in one request, and waits until they and their children
+    /// are gone, so that the next check's garbage collection does not queue behind theirs.
+    fn delete_sharded(&self) -> Result<()> {
+        let namespace = self.namespace.clone();
+        let owners = self.placement()?.children.len();
+        self.admin(
+            &[
+                "delete",
+                &self.primary,
+                "-n",
+                &namespace,
+                "-l",
+                MANY_LABEL,
+                "--wait=false",
+            ],
+            None,
+        )?;
+        self.eventually("the sharded primaries to be deleted", || {
+            let left = self.admin_json(&[
+                "get",
+                &self.primary,
+                "-n",
+                &namespace,
+                "-l",
+                MANY_LABEL,
+                "-o",
+                "json",
+            ])?;
+            Ok(left["items"].as_array().is_none_or(Vec::is_empty))
+        })?;
+        let deleted = Instant::now();
+        self.eventually("their children to be garbage-collected", || {
+            let children = self.children_named("sharded-")?;
+            Ok(children == 0)
+        })?;
+        println!(
+            "    {MANY} primaries deleted; {owners} children collected {:.1?} after",
+            deleted.elapsed()
+        );
+        Ok(())
+    }
+
+    /// How many children in the namespace have a controller owner whose name starts with
+    /// `prefix`.
+    fn children_named(&self, prefix: &str) -> Result<usize> {
+        let mut count = 0;
+        for resource in &self.owned {
+            let list = self.admin_json(&["get", resource, "-n", &self.namespace, "-o", "json"])?;
+            count += list["items"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter(|item| {
+                    item["metadata"]["ownerReferences"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .any(|r| {
+                            r["controller"] == true
+                                && r["name"].as_str().is_some_and(|n| n.starts_with(prefix))
+                        })
+                })
+                .count();
+        }
+        Ok(count)
+    }
+}
+
+/// The object name and interval (start and end, in µs since the epoch) of a `reconcile ended`
+/// line of an object in `namespace`.
+fn reconcile_interval(line: &str, namespace: &str) -> Option<(String, i64, i64)> {
+    if !line.contains("reconcile ended") {
+        return None;
+    }
+    let line: Value = serde_json::from_str(line).ok()?;
+    let fields = &line["fields"];
+    if fields["message"] != "reconcile ended" || fields["namespace"] != namespace {
+        return None;
+    }
+    let end: k8s_openapi::jiff::Timestamp = line["timestamp"].as_str()?.parse().ok()?;
+    let end = end.as_microsecond();
+    let took = i64::try_from(fields["took_us"].as_u64()?).ok()?;
+    Some((fields["name"].as_str()?.to_owned(), end - took, end))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_reconcile_line_gives_its_object_and_interval() {
+        let line = r#"{"timestamp":"2026-11-26T17:00:01.500000Z","level":"DEBUG","fields":{"message":"reconcile ended","name":"sharded-7","namespace":"e2e","took_us":250000},"target":"operator_gen_runtime::traces"}"#;
+        let (name, start, end) = reconcile_interval(line, "e2e").expect("an interval");
+        assert_eq!(name, "sharded-7");
+        assert_eq!(end - start, 250_000);
+        assert_eq!(end % 1_000_000, 500_000);
+        assert!(
+            reconcile_interval(line, "other").is_none(),
+            "another namespace"
+        );
+        assert!(reconcile_interval(r#"{"fields":{"message":"reconciled"}}"#, "e2e").is_none());
+    }
+}
