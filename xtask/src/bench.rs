@@ -7,6 +7,8 @@
 //!   (the finalizer patch and the child's server-side apply) with many requests in flight; the
 //!   operator's requests per primary by verb, from its own counter and the API server's; its
 //!   writes on a restart over a converged world; its peak memory per primary and child pair.
+//!   Then the same with `--sharding`, as one replica and as three: converge time and peak
+//!   memory per replica, the sharder's apart (`bench/sharded.rs`; `sharded` runs it alone).
 //! - `webhook`: example-operator's admission webhook answering a review in process, against
 //!   decoding the review and encoding an answer (`bench/webhook.rs`).
 //! - `conversion`: backup-controller's conversion webhook converting a page of objects in
@@ -47,6 +49,7 @@ use crate::cluster::{Cluster, OPERATOR_NAMESPACE};
 mod allocations;
 mod conversion;
 mod generation;
+mod sharded;
 mod webhook;
 
 /// Requests in flight for the floor and for creating primaries.
@@ -68,6 +71,9 @@ pub struct BenchArgs {
     /// Primaries for the memory figure in `runtime`; 0 skips it.
     #[arg(long, default_value_t = 10_000)]
     memory_primaries: usize,
+    /// Primaries for the sharded rows of `runtime` and `sharded`; 0 skips them in `runtime`.
+    #[arg(long, default_value_t = 10_000)]
+    sharded_primaries: usize,
     /// Reviews answered per round in `webhook`.
     #[arg(long, default_value_t = 2_000)]
     reviews: usize,
@@ -83,8 +89,10 @@ pub struct BenchArgs {
 enum What {
     /// The release `operator-gen` and `cargo xtask gen` against `kopium -f`.
     Gen,
-    /// example-operator against the API server's own floor.
+    /// example-operator against the API server's own floor, then sharded.
     Runtime,
+    /// example-operator with `--sharding`, as one replica and as three.
+    Sharded,
     /// example-operator's admission webhook against decoding and answering alone.
     Webhook,
     /// backup-controller's conversion webhook against relabelling the objects alone.
@@ -115,6 +123,12 @@ pub fn run(args: BenchArgs) -> Result<std::process::ExitCode> {
     }
     if all || args.what == Some(What::Runtime) {
         rows.extend(runtime.block_on(runtime_rows(&workspace, &args))?);
+    }
+    if args.what == Some(What::Sharded) {
+        rows.extend(runtime.block_on(async {
+            let bench = Bench::start(&workspace).await?;
+            sharded::rows(&bench, args.sharded_primaries.max(1)).await
+        })?);
     }
     if all || args.what == Some(What::Webhook) {
         rows.extend(runtime.block_on(webhook::rows(args.reviews.max(1)))?);
@@ -256,6 +270,9 @@ async fn runtime_rows(workspace: &Path, args: &BenchArgs) -> Result<Vec<Row>> {
             ratio: String::new(),
             command: format!("(VmHWM at {big} − VmHWM at {n}) / {}", big - n),
         });
+    }
+    if args.sharded_primaries > 0 {
+        rows.extend(sharded::rows(&bench, args.sharded_primaries).await?);
     }
     Ok(rows)
 }
@@ -596,6 +613,20 @@ pub(crate) async fn client(kubeconfig: &Path) -> Result<Client> {
 fn stop(operator: &mut Child) {
     let _ = operator.kill();
     let _ = operator.wait();
+}
+
+/// Stops an operator as the kubelet does, with SIGTERM, so that it hands back its Leases;
+/// kills it if it has not exited within the grace period.
+pub(crate) fn stop_gracefully(operator: &mut Child) {
+    if let Ok(pid) = libc::pid_t::try_from(operator.id()) {
+        // SAFETY: kill(2) with a pid this process spawned and has not reaped.
+        unsafe { libc::kill(pid, libc::SIGTERM) };
+    }
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while matches!(operator.try_wait(), Ok(None)) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    stop(operator);
 }
 
 /// Peak resident memory of a running process.

@@ -1249,16 +1249,7 @@ impl Suite {
     /// back; kills it if it has not exited within the grace period.
     fn stop_gracefully(&mut self, replica: &str) {
         if let Some(mut operator) = self.processes.remove(replica) {
-            if let Ok(pid) = libc::pid_t::try_from(operator.child.id()) {
-                // SAFETY: kill(2) with a pid this process spawned and has not reaped.
-                unsafe { libc::kill(pid, libc::SIGTERM) };
-            }
-            let deadline = Instant::now() + Duration::from_secs(30);
-            while matches!(operator.child.try_wait(), Ok(None)) && Instant::now() < deadline {
-                std::thread::sleep(Duration::from_millis(100));
-            }
-            let _ = operator.child.kill();
-            let _ = operator.child.wait();
+            crate::bench::stop_gracefully(&mut operator.child);
         }
     }
 

@@ -35,6 +35,8 @@ struct Placement {
     primaries: BTreeMap<String, Option<String>>,
     /// Primary name → the shard label of its controller-owned child.
     children: BTreeMap<String, Option<String>>,
+    /// Primary name → its `resourceVersion`, which any write moves.
+    versions: BTreeMap<String, String>,
     /// Every primary of the kind, in every namespace, per shard label: what the replicas'
     /// caches should hold.
     per_shard: BTreeMap<String, usize>,
@@ -90,11 +92,19 @@ impl Suite {
         }
 
         let sharder = self.sharder()?;
+        // Neither the sharder nor the replica whose port the webhook configurations call:
+        // in a cluster a Service spreads those calls, here without it nothing would be
+        // written until a replica took that port again.
+        let webhooks = self
+            .processes
+            .iter()
+            .find(|(_, p)| p.webhook == super::webhooks::WEBHOOK_PORT)
+            .map(|(name, _)| name.clone());
         let victim = REPLICAS
             .iter()
             .copied()
-            .find(|r| *r != sharder)
-            .context("no replica besides the sharder")?;
+            .find(|r| *r != sharder && webhooks.as_deref() != Some(*r))
+            .context("no replica besides the sharder and the webhooks'")?;
         let survivors: Vec<&str> = REPLICAS.into_iter().filter(|r| *r != victim).collect();
         let had = spread.get(victim).copied().unwrap_or(0);
         let killed = Instant::now();
@@ -119,7 +129,164 @@ impl Suite {
         if moved > bound {
             bail!("{victim}'s primaries took {moved:.1?} to move; the bound is {bound:?}");
         }
+        self.restart_moves_nothing(&survivors)?;
+        // Leadership may have changed hands in the outage.
+        let sharder = self.sharder()?;
+        let cut = survivors
+            .iter()
+            .copied()
+            .find(|r| *r != sharder)
+            .context("no survivor besides the sharder")?;
+        self.renewals_cut(cut, &sharder, &survivors)?;
         self.no_overlap()
+    }
+
+    /// Refuses `victim`'s Lease renewals (by RBAC: the process runs on and keeps its watches):
+    /// it stops reconciling, its reconciles in flight ended, before the sharder takes its
+    /// Lease over; once its renewals are allowed again it joins anew and gets a share back.
+    fn renewals_cut(&self, victim: &str, sharder: &str, live: &[&str]) -> Result<()> {
+        let role = format!("{}-leader-election", self.name);
+        let namespace = self.operator_namespace.clone();
+        let mut cut = self.admin_json(&["get", "role", &role, "-n", &namespace, "-o", "json"])?;
+        let others: Vec<&str> = REPLICAS.into_iter().filter(|r| *r != victim).collect();
+        let mut rules: Vec<Value> = cut["rules"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|rule| {
+                // The sharding rule: every Lease, listed and written.
+                !(rule["resourceNames"].is_null()
+                    && rule["verbs"]
+                        .as_array()
+                        .is_some_and(|v| v.contains(&json!("list"))))
+            })
+            .cloned()
+            .collect();
+        rules.extend([
+            json!({"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["list", "watch"]}),
+            json!({"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "resourceNames": others, "verbs": ["get", "patch", "delete"]}),
+            // The sharder still takes the victim's Lease over.
+            json!({"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "resourceNames": [victim], "verbs": ["get", "delete"]}),
+        ]);
+        cut["rules"] = Value::Array(rules);
+        cut["metadata"]
+            .as_object_mut()
+            .context("a Role's metadata")?
+            .retain(|key, _| matches!(key.as_str(), "name" | "namespace"));
+        let file = self.env.logs.join("role-renewals-cut.json");
+        fs::write(&file, cut.to_string())?;
+        let started = Instant::now();
+        let since = now_us();
+        self.admin(&["replace", "-f"], Some(&file))?;
+        let fenced = self.logged_at(victim, since, "the shard's Lease went unrenewed", None);
+        let taken = self.logged_at(
+            sharder,
+            since,
+            "took over an expired shard's Lease",
+            Some(("lease", victim)),
+        );
+        let (mut fenced_at, mut taken_at) = (None, None);
+        self.eventually("the fence to close and the Lease to be taken over", || {
+            fenced_at = fenced_at.or(fenced()?);
+            taken_at = taken_at.or(taken()?);
+            Ok(fenced_at.is_some() && taken_at.is_some())
+        })?;
+        let (fenced_at, taken_at) = (fenced_at.unwrap_or(0), taken_at.unwrap_or(0));
+        let rest: Vec<&str> = live.iter().copied().filter(|r| *r != victim).collect();
+        self.settled_on(&rest)?;
+        let moved = started.elapsed();
+        self.admin(
+            &["apply", "-f"],
+            Some(&self.dir.join("deploy/base/rbac.yaml")),
+        )?;
+        let restored = Instant::now();
+        self.settled_on(live)?;
+        let share = self
+            .placement()?
+            .per_shard
+            .get(victim)
+            .copied()
+            .unwrap_or(0);
+        println!(
+            "    {victim}'s renewals refused: it stopped reconciling {:.1} s after, its Lease was taken over at {:.1} s, its objects reconciled elsewhere at {moved:.1?}; allowed again, it held {share} primaries {:.1?} later",
+            (fenced_at - since) as f64 / 1e6,
+            (taken_at - since) as f64 / 1e6,
+            restored.elapsed()
+        );
+        if fenced_at >= taken_at {
+            bail!(
+                "{victim} stopped reconciling {} µs after its Lease was taken over",
+                fenced_at - taken_at
+            );
+        }
+        if share == 0 {
+            bail!("{victim} got no primaries back after joining again");
+        }
+        Ok(())
+    }
+
+    /// A reader of when `replica` first logged a message starting with `message` (with the field `field` at its value,
+    /// if given) at or after `since` (µs since the epoch).
+    fn logged_at<'a>(
+        &self,
+        replica: &str,
+        since: i64,
+        message: &'a str,
+        field: Option<(&'a str, &'a str)>,
+    ) -> impl Fn() -> Result<Option<i64>> + 'a {
+        let log = self.env.logs.join(format!("{replica}.log"));
+        move || {
+            let text = fs::read_to_string(&log)?;
+            Ok(text.lines().find_map(|line| {
+                if !line.contains(message) {
+                    return None;
+                }
+                let line: Value = serde_json::from_str(line).ok()?;
+                let fields = &line["fields"];
+                let said = fields["message"]
+                    .as_str()
+                    .is_some_and(|said| said.starts_with(message));
+                if !said || field.is_some_and(|(key, value)| fields[key] != value) {
+                    return None;
+                }
+                let at = timestamp_us(&line)?;
+                (at >= since).then_some(at)
+            }))
+        }
+    }
+
+    /// Restarts the API server, away for longer than a Lease: no primary moves or is written.
+    fn restart_moves_nothing(&self, live: &[&str]) -> Result<()> {
+        let Some(cluster) = &self.env.cluster else {
+            println!("    no API server restart: the cluster in KUBECONFIG is not this run's");
+            return Ok(());
+        };
+        let before = self.placement()?;
+        let away = Instant::now();
+        cluster.restart_apiserver()?;
+        let away = away.elapsed();
+        // Long enough for a takeover, had the outage started one: the Leases' renewals resume,
+        // and any Lease judged expired would be taken over and its objects moved by now.
+        std::thread::sleep(Duration::from_secs(2 * LEASE_SECONDS) + MOVE_MARGIN);
+        self.settled_on(live)?;
+        let after = self.placement()?;
+        let moved = before
+            .primaries
+            .iter()
+            .filter(|(name, shard)| after.primaries.get(*name) != Some(*shard))
+            .count();
+        let written = before
+            .versions
+            .iter()
+            .filter(|(name, version)| after.versions.get(*name) != Some(*version))
+            .count();
+        println!(
+            "    the API server restarted, away {away:.1?} against the {LEASE_SECONDS} s Lease: {moved} primaries moved, {written} written"
+        );
+        if moved + written > 0 {
+            bail!("an API server restart moved {moved} primaries and wrote {written}");
+        }
+        Ok(())
     }
 
     /// Starts a replica with sharding on, logging the end of each reconcile.
@@ -182,6 +349,7 @@ impl Suite {
         let mut per_shard = BTreeMap::new();
         let mut primaries = BTreeMap::new();
         let mut uids = BTreeMap::new();
+        let mut versions = BTreeMap::new();
         for item in everywhere["items"].as_array().into_iter().flatten() {
             if let Some(shard) = label(item) {
                 *per_shard.entry(shard).or_insert(0) += 1;
@@ -191,6 +359,8 @@ impl Suite {
             if ours {
                 let name = item["metadata"]["name"].as_str().unwrap_or_default();
                 primaries.insert(name.to_owned(), label(item));
+                let version = item["metadata"]["resourceVersion"].as_str();
+                versions.insert(name.to_owned(), version.unwrap_or_default().to_owned());
                 let uid = item["metadata"]["uid"].as_str().unwrap_or_default();
                 uids.insert(uid.to_owned(), name.to_owned());
             }
@@ -213,6 +383,7 @@ impl Suite {
         Ok(Placement {
             primaries,
             children,
+            versions,
             per_shard,
         })
     }
@@ -373,10 +544,20 @@ fn reconcile_interval(line: &str, namespace: &str) -> Option<(String, i64, i64)>
     if fields["message"] != "reconcile ended" || fields["namespace"] != namespace {
         return None;
     }
-    let end: k8s_openapi::jiff::Timestamp = line["timestamp"].as_str()?.parse().ok()?;
-    let end = end.as_microsecond();
+    let end = timestamp_us(&line)?;
     let took = i64::try_from(fields["took_us"].as_u64()?).ok()?;
     Some((fields["name"].as_str()?.to_owned(), end - took, end))
+}
+
+/// A log line's timestamp, in µs since the epoch.
+fn timestamp_us(line: &Value) -> Option<i64> {
+    let at: k8s_openapi::jiff::Timestamp = line["timestamp"].as_str()?.parse().ok()?;
+    Some(at.as_microsecond())
+}
+
+/// Now, in µs since the epoch, on the clock the replicas' log lines use.
+fn now_us() -> i64 {
+    k8s_openapi::jiff::Timestamp::now().as_microsecond()
 }
 
 #[cfg(test)]
