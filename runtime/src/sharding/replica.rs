@@ -107,6 +107,19 @@ impl Replica {
         self.fence.borrow().holds(Instant::now())
     }
 
+    /// Runs `work`, a reconcile, until it completes or this replica's fence closes, whichever
+    /// comes first: `None` when the fence closed first, and `work` was dropped at its next
+    /// await point. The fence closing ends the term, but kube's graceful shutdown lets the
+    /// reconciles in flight finish, and one that ran past the fence could still be writing
+    /// when the sharder moves its object.
+    pub async fn within_fence<F: Future>(&self, work: F) -> Option<F::Output> {
+        tokio::select! {
+            biased;
+            output = work => Some(output),
+            () = closed(self.fence.subscribe()) => None,
+        }
+    }
+
     /// Whether the sharder asked this replica to let `obj` go.
     pub fn drain_requested(&self, obj: &impl Resource) -> bool {
         self.labels.drain_requested(obj.labels())
@@ -270,6 +283,35 @@ mod tests {
 
     fn replica(client: kube::Client) -> Replica {
         Replica::new(client, "ops", "op-0", "my-operator", LEASE_SECONDS).expect("valid names")
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_reconcile_is_cut_short_when_the_fence_closes_and_not_while_renewals_move_it() {
+        let (client, _server) = mock_api(|_| (404, not_found()));
+        let replica = replica(client);
+        let sleep = |seconds| tokio::time::sleep(Duration::from_secs(seconds));
+        assert_eq!(
+            replica.within_fence(sleep(1)).await,
+            None,
+            "never renewed: closed from the start"
+        );
+        let start = Instant::now();
+        replica.fence.send_modify(|fence| fence.renewed(start));
+        assert_eq!(replica.within_fence(sleep(1)).await, Some(()));
+        // A 10 s Lease renewed 3 s before it expires: the fence closes 1 s before that.
+        assert_eq!(replica.within_fence(sleep(60)).await, None);
+        assert_eq!(start.elapsed(), Duration::from_secs(9));
+        // A renewal while the work runs moves the deadline on.
+        let renewed = Instant::now();
+        replica.fence.send_modify(|fence| fence.renewed(renewed));
+        let renew = async {
+            sleep(5).await;
+            replica
+                .fence
+                .send_modify(|fence| fence.renewed(Instant::now()));
+        };
+        let (finished, ()) = tokio::join!(replica.within_fence(sleep(12)), renew);
+        assert_eq!(finished, Some(()));
     }
 
     /// What the Lease endpoint does next.

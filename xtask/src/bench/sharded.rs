@@ -20,6 +20,8 @@ use crate::cluster::OPERATOR_NAMESPACE;
 
 /// The first replica's metrics port; the others follow.
 const PORT: u16 = 19310;
+/// The first replica's webhook port; the others follow.
+const WEBHOOK_PORT: u16 = 19410;
 
 /// What one sharded round measured, per replica in start order.
 struct Round {
@@ -139,6 +141,11 @@ impl Bench {
             .env("RUST_LOG", "warn")
             .env("LOG_FORMAT", "json")
             .env("METRICS_ADDR", format!("127.0.0.1:{}", PORT + index as u16))
+            // Each its own: the webhooks serve on every replica.
+            .env(
+                "WEBHOOK_ADDR",
+                format!("127.0.0.1:{}", WEBHOOK_PORT + index as u16),
+            )
             .env("POD_NAMESPACE", OPERATOR_NAMESPACE)
             .env("POD_NAME", &name)
             .env("LEADER_ELECTION", "true")
