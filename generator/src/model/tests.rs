@@ -455,29 +455,32 @@ fn webhooks_that_are_all_off_generate_nothing() {
     );
 }
 
-#[test]
-fn webhooks_on_an_untyped_primary_are_refused_naming_the_field() {
-    let crd = CRD;
+/// `manifest` with the CRD as a dynamic (untyped) primary.
+fn analyze_dynamic(manifest: &str) -> Result<Operator> {
     let primary = select(
         "w.yaml",
-        parse_all("w.yaml", crd.as_bytes()).unwrap(),
+        parse_all("w.yaml", CRD.as_bytes())?,
         &Selection::default(),
-    )
-    .unwrap();
-    let manifest = Manifest::parse("operator.yaml", "webhooks: { mutating: true }").unwrap();
+    )?;
+    let manifest = Manifest::parse("operator.yaml", manifest)?;
     let input = PrimaryInput::Crd {
         selected: Box::new(primary),
         dynamic: true,
     };
-    let error = analyze(
+    analyze(
         "operator.yaml",
         &manifest,
         &input,
         &[],
         CommandFlags::default(),
     )
-    .expect_err("a dynamic primary has no type to hand a hook")
-    .to_string();
+}
+
+#[test]
+fn webhooks_on_an_untyped_primary_are_refused_naming_the_field() {
+    let error = analyze_dynamic("webhooks: { mutating: true }")
+        .expect_err("a dynamic primary has no type to hand a hook")
+        .to_string();
     assert!(error.contains("field `webhooks`"), "{error}");
     assert!(error.contains("typed primaries"), "{error}");
     assert!(error_of("webhooks: { validatng: true }").contains("validatng"));
@@ -788,26 +791,9 @@ fn sharding_grants_the_primary_patch_and_lets_label_changes_through() {
 
 #[test]
 fn sharding_an_untyped_primary_is_refused_naming_the_field() {
-    let primary = select(
-        "w.yaml",
-        parse_all("w.yaml", CRD.as_bytes()).unwrap(),
-        &Selection::default(),
-    )
-    .unwrap();
-    let manifest = Manifest::parse("operator.yaml", "sharding: true").unwrap();
-    let input = PrimaryInput::Crd {
-        selected: Box::new(primary),
-        dynamic: true,
-    };
-    let error = analyze(
-        "operator.yaml",
-        &manifest,
-        &input,
-        &[],
-        CommandFlags::default(),
-    )
-    .expect_err("a dynamic primary has no one kind for the sharder")
-    .to_string();
+    let error = analyze_dynamic("sharding: true")
+        .expect_err("a dynamic primary has no one kind for the sharder")
+        .to_string();
     assert!(error.contains("field `sharding`"), "{error}");
     assert!(error.contains("typed primaries"), "{error}");
 }

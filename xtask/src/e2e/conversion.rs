@@ -268,19 +268,7 @@ impl Suite {
                         .is_some_and(|name| name.starts_with("many-"))
             })
             .count();
-        // One request for them all, not one per object.
-        self.admin(
-            &[
-                "delete",
-                &self.primary,
-                "-n",
-                &namespace,
-                "-l",
-                MANY_LABEL,
-                "--wait=false",
-            ],
-            None,
-        )?;
+        self.delete_labelled(MANY_LABEL)?;
         if converted != MANY {
             bail!(
                 "listed as {older}, {converted} of {MANY} objects came back in that version ({} items in all)",
@@ -292,6 +280,23 @@ impl Suite {
 
     /// Creates `objects`, each a primary in the hub's version, many requests at a time:
     /// `kubectl create` would send them one after another.
+    /// Deletes the primaries in the test namespace that carry `label`, in one request rather
+    /// than one per object, without waiting for them to go.
+    pub(super) fn delete_labelled(&self, label: &str) -> Result<()> {
+        self.admin(
+            &[
+                "delete",
+                &self.primary,
+                "-n",
+                &self.namespace,
+                "-l",
+                label,
+                "--wait=false",
+            ],
+            None,
+        )
+    }
+
     pub(super) fn create_all(&self, objects: Vec<Value>) -> Result<()> {
         self.with_primaries(async |api| {
             futures::stream::iter(objects)

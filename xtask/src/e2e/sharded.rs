@@ -470,18 +470,7 @@ impl Suite {
     fn delete_sharded(&self) -> Result<()> {
         let namespace = self.namespace.clone();
         let owners = self.placement()?.children.len();
-        self.admin(
-            &[
-                "delete",
-                &self.primary,
-                "-n",
-                &namespace,
-                "-l",
-                MANY_LABEL,
-                "--wait=false",
-            ],
-            None,
-        )?;
+        self.delete_labelled(MANY_LABEL)?;
         self.eventually("the sharded primaries to be deleted", || {
             let left = self.admin_json(&[
                 "get",
