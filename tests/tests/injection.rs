@@ -155,6 +155,7 @@ concurrency: 2
 debounce: 1s
 sample: { spec: { mode: slow, label: abc } }
 webhooks: { validating: true, mutating: true }
+sharding: true
 dependencies:
   anyhow: "1"
   reqwest: { version: "0.12", features: [json], default-features: false }
