@@ -127,7 +127,7 @@ pub fn run(args: BenchArgs) -> Result<std::process::ExitCode> {
     if args.what == Some(What::Sharded) {
         rows.extend(runtime.block_on(async {
             let bench = Bench::start(&workspace).await?;
-            sharded::rows(&bench, args.sharded_primaries.max(1)).await
+            sharded::rows(&bench, args.sharded_primaries.max(1), None).await
         })?);
     }
     if all || args.what == Some(What::Webhook) {
@@ -241,6 +241,8 @@ async fn runtime_rows(workspace: &Path, args: &BenchArgs) -> Result<Vec<Row>> {
         ratio: String::new(),
         command: "VmHWM of the operator process".to_owned(),
     });
+    // The unsharded round at the sharded rows' size, which they measure sharding against.
+    let mut unsharded = None;
     if args.memory_primaries > n {
         let big = args.memory_primaries;
         let measured = bench.operator_round("bench-memory", big).await?;
@@ -270,9 +272,12 @@ async fn runtime_rows(workspace: &Path, args: &BenchArgs) -> Result<Vec<Row>> {
             ratio: String::new(),
             command: format!("(VmHWM at {big} − VmHWM at {n}) / {}", big - n),
         });
+        if big == args.sharded_primaries {
+            unsharded = Some(measured);
+        }
     }
     if args.sharded_primaries > 0 {
-        rows.extend(sharded::rows(&bench, args.sharded_primaries).await?);
+        rows.extend(sharded::rows(&bench, args.sharded_primaries, unsharded.as_ref()).await?);
     }
     Ok(rows)
 }

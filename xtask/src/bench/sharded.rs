@@ -4,7 +4,8 @@
 //! On two cores with the API server and etcd beside the replicas, three replicas are not
 //! expected to converge sooner; what sharding buys is memory per replica, so that is the
 //! figure, with the sharder's replica apart: its watch of every primary's metadata does not
-//! shrink with the shard count.
+//! shrink with the shard count. Run by `bench runtime`, the rows also set one replica against
+//! the unsharded round at the same size, which is what sharding itself costs.
 
 use std::{
     process::{Child, Command, Stdio},
@@ -15,7 +16,7 @@ use anyhow::{Context as _, Result};
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::Api;
 
-use super::{Bench, Row, http_get, peak_rss, stop_gracefully};
+use super::{Bench, OperatorRound, Row, http_get, peak_rss, stop_gracefully};
 use crate::cluster::OPERATOR_NAMESPACE;
 
 /// The first replica's metrics port; the others follow.
@@ -32,7 +33,13 @@ struct Round {
     sharder: usize,
 }
 
-pub(super) async fn rows(bench: &Bench, n: usize) -> Result<Vec<Row>> {
+/// The sharded rows at `n` primaries; with `unsharded`, the plain operator's round at the same
+/// size, also what one sharded replica costs over it.
+pub(super) async fn rows(
+    bench: &Bench,
+    n: usize,
+    unsharded: Option<&OperatorRound>,
+) -> Result<Vec<Row>> {
     let one = bench.sharded_round("bench-sharded-1", n, 1).await?;
     let three = bench.sharded_round("bench-sharded-3", n, 3).await?;
     let mib = |bytes: u64| bytes as f64 / 1048576.0;
@@ -55,7 +62,31 @@ pub(super) async fn rows(bench: &Bench, n: usize) -> Result<Vec<Row>> {
             format!("{:.0} MiB, {cached} cached{role}", mib(*rss))
         })
         .collect();
-    Ok(vec![
+    let mut rows = Vec::new();
+    if let Some(plain) = unsharded {
+        rows.push(Row {
+            figure: format!(
+                "converge {n} new PrometheusRules, sharded, 1 replica against the unsharded operator"
+            ),
+            ours: format!("{:.2} s", one.converged.as_secs_f64()),
+            floor: format!("{:.2} s", plain.converged.as_secs_f64()),
+            ratio: format!(
+                "{:.2}×",
+                one.converged.as_secs_f64() / plain.converged.as_secs_f64()
+            ),
+            command: "the rounds above: the sharder labels every primary before a replica sees it, one more write each".to_owned(),
+        });
+        rows.push(Row {
+            figure: format!(
+                "peak RSS at {n} primaries and children, sharded, 1 replica against the unsharded operator"
+            ),
+            ours: format!("{:.0} MiB", mib(single)),
+            floor: format!("{:.0} MiB", mib(plain.peak_bytes)),
+            ratio: format!("{:.2}×", single as f64 / plain.peak_bytes.max(1) as f64),
+            command: "VmHWM of each: the one replica also runs the sharder".to_owned(),
+        });
+    }
+    rows.extend([
         Row {
             figure: format!("converge {n} new PrometheusRules, sharded, 3 replicas against 1"),
             ours: format!("{:.2} s", three.converged.as_secs_f64()),
@@ -85,7 +116,8 @@ pub(super) async fn rows(bench: &Bench, n: usize) -> Result<Vec<Row>> {
                 "VmHWM of the replica leading the operator's Lease (it cached {sharder_cached} primaries of its own) minus the largest other's: its watch of every primary's metadata"
             ),
         },
-    ])
+    ]);
+    Ok(rows)
 }
 
 impl Bench {
