@@ -1,4 +1,5 @@
-//! Every fixture's crate, and every hostile input that must give code, compiles warning-free
+//! Every fixture's crate, every case of the grid of manifests (`grid_cases`), and every
+//! hostile input that must give code, compiles warning-free
 //! and passes the tests it ships with, in one batched `cargo test`, then passes
 //! `cargo clippy --all-targets -D warnings`. The shipped tests
 //! reconcile a sample built from the CRD's schema, so a hostile schema whose sample does not
@@ -12,7 +13,8 @@ use std::path::Path;
 
 use operator_gen::Mode;
 use operator_gen_tests::{
-    Expect, cargo_test_batch, fixtures, generate_fixture, generate_hostile, hostile_cases,
+    Expect, cargo_test_batch, fixtures, generate_fixture, generate_grid, generate_hostile,
+    grid_cases, hostile_cases,
 };
 
 #[test]
@@ -30,6 +32,15 @@ fn every_fixture_crate_compiles_without_warnings_passes_clippy_and_its_own_tests
             .plan
             .apply(&dir, Mode::Write { force: false })
             .expect("writing the fixture crate");
+        names.push(name);
+    }
+    for (name, manifest) in grid_cases() {
+        let generated =
+            generate_grid(&manifest).unwrap_or_else(|e| panic!("grid case {name}: {e}"));
+        generated
+            .plan
+            .apply(&members.join(&name), Mode::Write { force: false })
+            .expect("writing the grid crate");
         names.push(name);
     }
     let inputs = scratch.join("hostile-inputs");

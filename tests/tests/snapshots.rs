@@ -19,6 +19,11 @@ fn prometheusrule_owns_watches_external() {
 }
 
 #[test]
+fn prometheusrule_sharded_watches() {
+    snapshot_fixture("prometheusrule-sharded-watches");
+}
+
+#[test]
 fn certificate_owns_secret_watches_crd() {
     snapshot_fixture("certificate-owns-secret-watches-crd");
 }

@@ -45,6 +45,9 @@ pub struct Primary {
     /// The CRD's name, `plural.group`.
     pub crd_name: Text,
     pub rust_type: Ident,
+    /// A derived primary's root type name for kube-derive (`#[kube(root = …)]`), when the
+    /// kind itself cannot name a Rust type (`Self`); kube-derive names it after the kind.
+    pub derived_root: Option<Text>,
     pub namespaced: bool,
     pub status_type: Option<Ident>,
     /// Whether status is written through the `/status` subresource, which is what makes a
@@ -148,6 +151,7 @@ impl Names<'_> {
             api_version: Text::new(api_version),
             crd_name: Text::new(crd_name),
             rust_type,
+            derived_root: None,
             namespaced: self.namespaced,
             status_type: None,
             status_subresource: false,
@@ -444,6 +448,7 @@ fn derived(manifest_origin: &str, d: &manifest::Derived) -> Result<PrimaryFacts>
     };
     let root = naming::type_ident(&d.kind, &[]);
     let mut primary = names.primary(root.clone());
+    primary.derived_root = (root.as_str() != d.kind).then(|| Text::from(root.as_str()));
     primary.status_type = Some(naming::type_ident(&format!("{root}Status"), &[]));
     primary.status_subresource = true;
     Ok(PrimaryFacts::plain(primary, Archetype::Derived))

@@ -184,6 +184,7 @@ pub(super) fn resolve(
         watches.push(watch(&field, related, &watched.map, &schema, bad)?);
     }
     let external = external(manifest, bad)?;
+    distinct_watch_idents(&owns, &mut watches);
     let imports = imports(&mut owns, &mut watches, &external)
         .map_err(|reason| bad("owns/watches", reason))?;
     Ok(Relations {
@@ -195,6 +196,17 @@ pub(super) fn resolve(
         uses_chrono: resolver.uses_chrono,
         warnings: resolver.warnings,
     })
+}
+
+/// A kind both owned and watched has two watches in controller.rs, one per relation, so the
+/// watched one's names (its event stream, its mapper) take a `_watched` suffix.
+fn distinct_watch_idents(owns: &[Related], watches: &mut [Watched]) {
+    for watched in watches {
+        if owns.iter().any(|o| o.ident == watched.related.ident) {
+            watched.related.ident =
+                naming::snake_ident(&format!("{}_watched", watched.related.ident));
+        }
+    }
 }
 
 /// Looks related kinds up, generating types once per related CRD.

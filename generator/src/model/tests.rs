@@ -63,6 +63,21 @@ fn relations_become_resolved_names() {
 }
 
 #[test]
+fn a_kind_owned_and_watched_gets_one_name_per_relation() {
+    let operator = analyze_with(
+        "owns: [{kind: ConfigMap}]\nwatches: [{kind: ConfigMap, map: {label: example.com/w}}]",
+    )
+    .unwrap();
+    assert_eq!(operator.owns[0].ident.as_str(), "config_map");
+    assert_eq!(
+        operator.watches[0].related.ident.as_str(),
+        "config_map_watched"
+    );
+    // One import serves both relations.
+    assert_eq!(operator.related_imports.len(), 1);
+}
+
+#[test]
 fn rbac_grants_what_each_relation_uses_and_no_more() {
     let rules = |manifest: &str| -> Vec<(String, String, String)> {
         analyze_with(manifest)
