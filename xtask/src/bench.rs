@@ -111,6 +111,30 @@ struct Row {
     command: String,
 }
 
+impl Row {
+    /// A row of two wall times, ours against the floor's.
+    fn times(figure: String, ours: Duration, floor: Duration, command: String) -> Self {
+        Self {
+            figure,
+            ours: format!("{:.2} s", ours.as_secs_f64()),
+            floor: format!("{:.2} s", floor.as_secs_f64()),
+            ratio: format!("{:.2}×", ours.as_secs_f64() / floor.as_secs_f64()),
+            command,
+        }
+    }
+
+    /// A row of two peak RSS figures in bytes, ours (described as `ours`) against the floor's.
+    fn peaks(figure: String, ours: (String, u64), floor: u64, command: String) -> Self {
+        Self {
+            figure,
+            ours: ours.0,
+            floor: format!("{:.0} MiB", floor as f64 / 1048576.0),
+            ratio: format!("{:.2}×", ours.1 as f64 / floor.max(1) as f64),
+            command,
+        }
+    }
+}
+
 pub fn run(args: BenchArgs) -> Result<std::process::ExitCode> {
     let workspace = crate::workspace_root();
     let mut rows = Vec::new();
@@ -247,16 +271,12 @@ async fn runtime_rows(workspace: &Path, args: &BenchArgs) -> Result<Vec<Row>> {
         let big = args.memory_primaries;
         let measured = bench.operator_round("bench-memory", big).await?;
         let floor = bench.floor_round("bench-memory-floor", big).await?;
-        rows.push(Row {
-            figure: format!("converge {big} new PrometheusRules, one round"),
-            ours: format!("{:.2} s", measured.converged.as_secs_f64()),
-            floor: format!("{:.2} s", floor.as_secs_f64()),
-            ratio: format!(
-                "{:.2}×",
-                measured.converged.as_secs_f64() / floor.as_secs_f64()
-            ),
-            command: "as above, at 10 times the size".to_owned(),
-        });
+        rows.push(Row::times(
+            format!("converge {big} new PrometheusRules, one round"),
+            measured.converged,
+            floor,
+            "as above, at 10 times the size".to_owned(),
+        ));
         let pair = measured.peak_bytes.saturating_sub(small) as f64 / (big - n) as f64;
         rows.push(Row {
             figure: format!("peak RSS at {big} primaries and children"),

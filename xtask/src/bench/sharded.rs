@@ -64,46 +64,32 @@ pub(super) async fn rows(
         .collect();
     let mut rows = Vec::new();
     if let Some(plain) = unsharded {
-        rows.push(Row {
-            figure: format!(
-                "converge {n} new PrometheusRules, sharded, 1 replica against the unsharded operator"
-            ),
-            ours: format!("{:.2} s", one.converged.as_secs_f64()),
-            floor: format!("{:.2} s", plain.converged.as_secs_f64()),
-            ratio: format!(
-                "{:.2}×",
-                one.converged.as_secs_f64() / plain.converged.as_secs_f64()
-            ),
-            command: "the rounds above: the sharder labels every primary before a replica sees it, one more write each".to_owned(),
-        });
-        rows.push(Row {
-            figure: format!(
-                "peak RSS at {n} primaries and children, sharded, 1 replica against the unsharded operator"
-            ),
-            ours: format!("{:.0} MiB", mib(single)),
-            floor: format!("{:.0} MiB", mib(plain.peak_bytes)),
-            ratio: format!("{:.2}×", single as f64 / plain.peak_bytes.max(1) as f64),
-            command: "VmHWM of each: the one replica also runs the sharder".to_owned(),
-        });
+        rows.push(Row::times(
+            format!("converge {n} new PrometheusRules, sharded, 1 replica against the unsharded operator"),
+            one.converged,
+            plain.converged,
+            "the rounds above: the sharder labels every primary before a replica sees it, one more write each".to_owned(),
+        ));
+        rows.push(Row::peaks(
+            format!("peak RSS at {n} primaries and children, sharded, 1 replica against the unsharded operator"),
+            (format!("{:.0} MiB", mib(single)), single),
+            plain.peak_bytes,
+            "VmHWM of each: the one replica also runs the sharder".to_owned(),
+        ));
     }
     rows.extend([
-        Row {
-            figure: format!("converge {n} new PrometheusRules, sharded, 3 replicas against 1"),
-            ours: format!("{:.2} s", three.converged.as_secs_f64()),
-            floor: format!("{:.2} s", one.converged.as_secs_f64()),
-            ratio: format!(
-                "{:.2}×",
-                three.converged.as_secs_f64() / one.converged.as_secs_f64()
-            ),
-            command: "`cargo xtask bench sharded`: `--sharding` replicas from process start to the last owned ConfigMap; no speed-up is expected on 2 cores beside the API server and etcd".to_owned(),
-        },
-        Row {
-            figure: format!("peak RSS per replica at {n} primaries and children, sharded, 3 replicas against 1"),
-            ours: format!("{:.0} MiB (largest replica without the sharder)", mib(worker)),
-            floor: format!("{:.0} MiB", mib(single)),
-            ratio: format!("{:.2}×", worker as f64 / single.max(1) as f64),
-            command: format!("VmHWM of each process: {}", shares.join("; ")),
-        },
+        Row::times(
+            format!("converge {n} new PrometheusRules, sharded, 3 replicas against 1"),
+            three.converged,
+            one.converged,
+            "`cargo xtask bench sharded`: `--sharding` replicas from process start to the last owned ConfigMap; no speed-up is expected on 2 cores beside the API server and etcd".to_owned(),
+        ),
+        Row::peaks(
+            format!("peak RSS per replica at {n} primaries and children, sharded, 3 replicas against 1"),
+            (format!("{:.0} MiB (largest replica without the sharder)", mib(worker)), worker),
+            single,
+            format!("VmHWM of each process: {}", shares.join("; ")),
+        ),
         Row {
             figure: "the sharder's own memory, sharded, 3 replicas".to_owned(),
             ours: format!(
