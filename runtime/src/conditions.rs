@@ -278,14 +278,15 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use k8s_openapi::api::core::v1::Pod;
     use kube::api::ObjectMeta;
 
     use super::*;
     use crate::testing::{at, conflict, mock_api};
 
-    const ALL_FIELDS: Spec = Spec {
+    /// A condition with every optional field, its list replaced whole.
+    pub(crate) const ALL_FIELDS: Spec = Spec {
         type_name: "Reconciled",
         reason: true,
         message: true,
@@ -383,11 +384,13 @@ mod tests {
         );
     }
 
-    fn pod() -> Pod {
+    /// The Pod `default/web` as the API server would return it: at version 41, generation 3.
+    pub(crate) fn pod() -> Pod {
         Pod {
             metadata: ObjectMeta {
                 name: Some("web".to_owned()),
                 namespace: Some("default".to_owned()),
+                uid: Some("0b5e55ed-5a3e-4c1e-9e2b-5a3a1e000001".to_owned()),
                 resource_version: Some("41".to_owned()),
                 generation: Some(3),
                 ..ObjectMeta::default()

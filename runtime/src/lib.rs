@@ -27,6 +27,9 @@
 //!   metric;
 //! - [`apply`]: owned children written by server-side apply only when their cached copy
 //!   differs;
+//! - [`lifecycle`]: what every reconcile goes through around the operator's hooks: the
+//!   shard's fence and drain, the finalizer, the condition, the failure count, metrics and an
+//!   Event;
 //! - [`conditions`]: the operator's own entry in `status.conditions`, written only when the
 //!   outcome changed, beside the entries of other controllers;
 //! - `testing` (feature `test-util`): a mock API server that records what an operator
@@ -57,6 +60,7 @@ pub mod endpoints;
 pub mod events;
 pub mod failures;
 pub mod leader;
+pub mod lifecycle;
 pub mod logging;
 pub mod metrics;
 pub mod process;

@@ -109,7 +109,7 @@ pub struct Operator {
     pub has_sample: bool,
     /// The owned kind the shipped tests apply as a child: the first with a valid empty object.
     pub owned_sample: Option<Related>,
-    /// Whether any shipped test talks to a mock API server (finalizer, child or status).
+    /// Whether a shipped test talks to a mock API server: the owned child's.
     pub mock_tests: bool,
     pub requeue: Requeue,
     /// `use` lines for related kinds and what their relations need, sorted and unique.
@@ -369,10 +369,11 @@ pub fn analyze(
                 .watches
                 .iter()
                 .any(|w| w.rule != relations::MapKind::Field || namespaced)
-            || ((finalizer || manifest.sharding) && namespaced)
+            // `primary_api`, which every reconcile calls.
+            || namespaced
             || status_helper,
         has_sample,
-        mock_tests: has_sample && (finalizer || condition.is_some() || owned_sample.is_some()),
+        mock_tests: has_sample && owned_sample.is_some(),
         condition,
         owned_sample,
         status_helper,

@@ -391,29 +391,37 @@ fn external(manifest: &Manifest, bad: Bad) -> Result<Vec<External>> {
 }
 
 /// Names controller.rs defines or imports itself; a related kind with one of these names is
-/// imported under an alias (`Controller` becomes `ControllerKind`).
-const CONTROLLER_NAMES: &[&str] = &[
+/// imported under an alias (`Controller` becomes `ControllerKind`). A model test renders the
+/// richest controller.rs and checks this list against what it brings into scope.
+pub(super) const CONTROLLER_NAMES: &[&str] = &[
     "Action",
     "Api",
     "Arc",
+    "Backoff",
+    "ChildWriters",
+    "Children",
     "Client",
     "Context",
     "Controller",
     "Duration",
     "Error",
     "Feed",
-    "HashMap",
-    "Instant",
+    "Metrics",
     "Mutex",
     "ObjectRef",
-    "ObjectReference",
+    "Owned",
+    "PartialObjectMeta",
     "Predicate",
     "PredicateConfig",
     "Primary",
+    "ReadyWhen",
     "Reconciler",
+    "Recorder",
     "Resource",
     "ResourceExt",
     "Result",
+    "Settings",
+    "Store",
     "StreamExt",
     "WatchStreamExt",
     "mpsc",

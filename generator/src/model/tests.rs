@@ -812,3 +812,65 @@ fn sharding_an_untyped_primary_is_refused_naming_the_field() {
     assert!(error.contains("field `sharding`"), "{error}");
     assert!(error.contains("typed primaries"), "{error}");
 }
+
+#[test]
+fn every_type_name_controller_rs_brings_into_scope_is_one_related_kinds_are_renamed_from() {
+    // Every relation, sharding and the default predicates: what imports the most.
+    let operator = analyze_with(
+        "owns: [{kind: ConfigMap}]\nwatches: [{kind: Secret, map: {label: example.com/w}}]\n\
+         external: [{name: rule-registry, source: channel}]\nsharding: true",
+    )
+    .unwrap();
+    assert!(operator.watches_metadata && operator.uses_predicate_combine);
+    let plan = crate::render::render(&operator).unwrap();
+    let controller = plan
+        .files
+        .iter()
+        .find(|f| f.path == std::path::Path::new("src/controller.rs"))
+        .expect("a controller");
+    let file = syn::parse_file(&controller.contents).unwrap();
+    let mut in_scope = Vec::new();
+    for item in &file.items {
+        match item {
+            syn::Item::Use(used) => use_names(&used.tree, &mut in_scope),
+            syn::Item::Struct(s) => in_scope.push(s.ident.to_string()),
+            syn::Item::Trait(t) => in_scope.push(t.ident.to_string()),
+            syn::Item::Type(t) => in_scope.push(t.ident.to_string()),
+            syn::Item::Enum(e) => in_scope.push(e.ident.to_string()),
+            _ => {}
+        }
+    }
+    let related: Vec<String> = operator
+        .owns
+        .iter()
+        .chain(operator.watches.iter().map(|w| &w.related))
+        .map(|r| r.rust_name.as_str().to_owned())
+        .collect();
+    let missing: Vec<&String> = in_scope
+        .iter()
+        // Types, not constants: a kind's Rust name is never all capitals.
+        .filter(|name| name.starts_with(char::is_uppercase) && name.chars().any(char::is_lowercase))
+        .filter(|name| !related.contains(name))
+        .filter(|name| !relations::CONTROLLER_NAMES.contains(&name.as_str()))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "controller.rs names these, so a related kind of the same name must be renamed: {missing:?}"
+    );
+    let stale: Vec<&&str> = relations::CONTROLLER_NAMES
+        .iter()
+        .filter(|name| !in_scope.iter().any(|n| n == *name))
+        .collect();
+    assert!(stale.is_empty(), "controller.rs no longer names {stale:?}");
+}
+
+/// The names a `use` tree brings into scope (its aliases where it renames).
+fn use_names(tree: &syn::UseTree, names: &mut Vec<String>) {
+    match tree {
+        syn::UseTree::Path(path) => use_names(&path.tree, names),
+        syn::UseTree::Name(name) => names.push(name.ident.to_string()),
+        syn::UseTree::Rename(rename) => names.push(rename.rename.to_string()),
+        syn::UseTree::Group(group) => group.items.iter().for_each(|t| use_names(t, names)),
+        syn::UseTree::Glob(_) => {}
+    }
+}
