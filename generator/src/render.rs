@@ -514,7 +514,6 @@ mod tests {
             [
                 "_config.rs.tera",
                 "_drive.rs.tera",
-                "_failures.rs.tera",
                 "_policy.rs.tera",
             ]
         );
