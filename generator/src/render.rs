@@ -511,11 +511,7 @@ mod tests {
         names.sort_unstable();
         assert_eq!(
             names,
-            [
-                "_config.rs.tera",
-                "_drive.rs.tera",
-                "_policy.rs.tera",
-            ]
+            ["_config.rs.tera", "_drive.rs.tera", "_policy.rs.tera",]
         );
         assert_eq!(with_partials("types.rs.tera").len(), 1);
         // Every template compiles with only what it includes.
