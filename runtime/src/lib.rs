@@ -27,6 +27,8 @@
 //!   metric;
 //! - [`apply`]: owned children written by server-side apply only when their cached copy
 //!   differs;
+//! - [`run`]: the run loop: leader election or the shard's terms, and in each term the
+//!   primary's watch, the relations a generated controller adds, and the controller over them;
 //! - [`lifecycle`]: what every reconcile goes through around the operator's hooks: the
 //!   shard's fence and drain, the finalizer, the condition, the failure count, metrics and an
 //!   Event;
@@ -64,6 +66,7 @@ pub mod lifecycle;
 pub mod logging;
 pub mod metrics;
 pub mod process;
+pub mod run;
 pub mod settings;
 pub mod sharding;
 pub mod shutdown;

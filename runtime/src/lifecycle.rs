@@ -125,6 +125,11 @@ where
         self.shard.get()
     }
 
+    /// The metrics every reconcile is counted in.
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.metrics
+    }
+
     /// Consecutive failed reconciles of `key` so far.
     pub fn failure_count(&self, key: &ObjectRef<K>) -> u32 {
         self.failures.count(key)
@@ -143,7 +148,8 @@ where
     /// an object that lives, `cleanup` for one being deleted (only with a finalizer; without
     /// one a deleted object is gone before any reconcile could see it).
     ///
-    /// Past its shard's fence the object is left alone, since it may be moving; a drain the
+    /// Past its shard's fence the object is left alone, since it may be moving, and a
+    /// reconcile the fence closes on is cut short at its next await point; a drain the
     /// sharder asked for is acknowledged here, inside the reconcile, so that no reconcile of
     /// it is in flight on this replica while it moves. A condition write that fails turns a
     /// successful reconcile into a failed one, so it is retried until the condition says what
@@ -162,18 +168,50 @@ where
         Cleanup: FnOnce(Arc<K>) -> Cleaned,
         Cleaned: Future<Output = Result<Action, E>>,
     {
-        let started = Instant::now();
+        let Some(shard) = self.shard.get() else {
+            return self.run_hooks(api, obj, apply, cleanup).await;
+        };
         let key = ObjectRef::from_obj(obj.as_ref());
-        if let Some(shard) = self.shard.get() {
-            if !shard.holds() {
-                return Ok(Action::await_change());
-            }
-            if shard.drain_requested(obj.as_ref()) {
-                shard.let_go(api, obj.as_ref()).await?;
-                tracing::info!(object = %key, "let go to another shard");
-                return Ok(Action::await_change());
+        if !shard.holds() {
+            return Ok(Action::await_change());
+        }
+        if shard.drain_requested(obj.as_ref()) {
+            shard.let_go(api, obj.as_ref()).await?;
+            tracing::info!(object = %key, "let go to another shard");
+            return Ok(Action::await_change());
+        }
+        match shard
+            .within_fence(self.run_hooks(api, obj, apply, cleanup))
+            .await
+        {
+            Some(result) => result,
+            None => {
+                // The fence closing ends this term; the next term's first list reconciles
+                // every object of the shard again, wherever it is placed by then.
+                tracing::info!(object = %key, "cut short: this replica's shard Lease went unrenewed");
+                Ok(Action::await_change())
             }
         }
+    }
+
+    /// The hooks inside the finalizer, then the condition, the failure count, the metrics and
+    /// the Event: [`Lifecycle::reconcile`] once the shard has let it through.
+    async fn run_hooks<E, Apply, Applied, Cleanup, Cleaned>(
+        &self,
+        api: &Api<K>,
+        obj: Arc<K>,
+        apply: Apply,
+        cleanup: Cleanup,
+    ) -> Result<Action, E>
+    where
+        E: ReconcileError,
+        Apply: FnOnce(Arc<K>) -> Applied,
+        Applied: Future<Output = Result<Action, E>>,
+        Cleanup: FnOnce(Arc<K>) -> Cleaned,
+        Cleaned: Future<Output = Result<Action, E>>,
+    {
+        let started = Instant::now();
+        let key = ObjectRef::from_obj(obj.as_ref());
         let reference = obj.object_ref(&());
         let failed_before = self.failures.count(&key) > 0;
         if let Some(conditions) = &self.conditions {
@@ -546,6 +584,34 @@ mod tests {
         drop((lifecycle, api, client));
         let seen = server.await.expect("the mock API server ran");
         assert!(seen.is_empty(), "no finalizer, no write: {seen:#?}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_reconcile_the_fence_closes_on_is_cut_short_before_its_condition_is_written() {
+        let object = pod();
+        let (client, server) = mock_api(answer_with(&object));
+        let api = Api::<Pod>::namespaced(client.clone(), "default");
+        let lifecycle = lifecycle(&client).with_condition(CONDITION, FIELD_MANAGER);
+        let replica = Replica::new(client.clone(), "operators", "replica-a", FIELD_MANAGER, 15);
+        let shard = lifecycle.join_shard(replica.expect("a valid shard name"));
+        shard.renewed_at(tokio::time::Instant::now());
+        let finished = AtomicUsize::new(0);
+        // A hook that outlasts the Lease: the fence closes while it waits.
+        let slow = |_| async {
+            tokio::time::sleep(Duration::from_secs(60)).await;
+            finished.fetch_add(1, SeqCst);
+            Ok::<_, Failure>(Action::await_change())
+        };
+        let cleanup = |_| async { Ok(Action::await_change()) };
+        let action = lifecycle
+            .reconcile(&api, Arc::new(object.clone()), slow, cleanup)
+            .await;
+        assert_eq!(action.expect("nothing failed"), Action::await_change());
+        assert_eq!(finished.load(SeqCst), 0, "the hook was dropped mid-way");
+        assert!(!shard.holds());
+        drop((lifecycle, api, client));
+        let seen = server.await.expect("the mock API server ran");
+        assert!(seen.is_empty(), "no condition, no Event: {seen:#?}");
     }
 
     #[tokio::test]

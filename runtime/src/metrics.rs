@@ -255,7 +255,7 @@ impl Metrics {
     pub fn listing<K>(
         self: &Arc<Self>,
         watch: &str,
-    ) -> impl FnMut(&Result<watcher::Event<K>, watcher::Error>) + Send + 'static {
+    ) -> impl FnMut(&Result<watcher::Event<K>, watcher::Error>) + Send + use<K> {
         let labels = WatchLabels {
             watch: watch.to_owned(),
         };

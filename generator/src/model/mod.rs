@@ -95,9 +95,8 @@ pub struct Operator {
     pub external: Vec<External>,
     /// Primary-stream predicates, as `kube::runtime::predicates` function names.
     pub predicates: Vec<Constant>,
-    /// Whether the generated code calls trait methods that need these traits in scope; decided
-    /// here so a crate with fewer relations compiles without unused imports.
-    pub uses_predicate_combine: bool,
+    /// Whether the generated code calls `ResourceExt` methods; decided here so a crate with
+    /// fewer relations compiles without an unused import.
     pub uses_resource_ext: bool,
     /// Whether `Context::patch_status` is generated: the primary has a typed status behind a
     /// `/status` subresource.
@@ -136,9 +135,6 @@ pub struct Operator {
     /// Whether the operator watches only its own namespace, granted by a Role rather than a
     /// ClusterRole.
     pub namespace_scoped: bool,
-    /// The `Api` constructor for watches: `all`, or `default_namespaced` (the namespace of
-    /// the kubeconfig or, in a pod, its own).
-    pub watch_api: Constant,
     /// Names of the objects in `deploy/` that are not the crate name itself.
     pub deploy: Deploy,
     /// The operator's own monitoring, in `deploy/monitoring/`.
@@ -349,10 +345,6 @@ pub fn analyze(
         )),
         rbac,
         namespace_scoped: scope == manifest::Scope::Namespace,
-        watch_api: Constant(match scope {
-            manifest::Scope::Namespace => "default_namespaced",
-            manifest::Scope::Cluster => "all",
-        }),
         deploy: Deploy {
             namespace: Text::new(namespace),
             own_namespace,
@@ -363,12 +355,11 @@ pub fn analyze(
         crd_yaml,
         crd_newer_than_1_20,
         webhooks,
-        uses_predicate_combine: predicates.len() > 1,
         uses_resource_ext: relations.owns.iter().any(|o| o.namespaced)
             || relations
                 .watches
                 .iter()
-                .any(|w| w.rule != relations::MapKind::Field || namespaced)
+                .any(|w| w.rule != relations::MapKind::Field)
             // `primary_api`, which every reconcile calls.
             || namespaced
             || status_helper,

@@ -411,8 +411,6 @@ pub(super) const CONTROLLER_NAMES: &[&str] = &[
     "ObjectRef",
     "Owned",
     "PartialObjectMeta",
-    "Predicate",
-    "PredicateConfig",
     "Primary",
     "ReadyWhen",
     "Reconciler",
@@ -422,8 +420,6 @@ pub(super) const CONTROLLER_NAMES: &[&str] = &[
     "Result",
     "Settings",
     "Store",
-    "StreamExt",
-    "WatchStreamExt",
     "mpsc",
 ];
 

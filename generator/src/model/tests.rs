@@ -165,8 +165,7 @@ fn rbac_says_what_listing_secrets_reads() {
 fn namespace_scope_takes_a_role_and_refuses_cluster_scoped_kinds() {
     let operator = analyze_with("scope: namespace\nowns: [{kind: ConfigMap}]").unwrap();
     assert!(operator.namespace_scoped);
-    assert_eq!(operator.watch_api.0, "default_namespaced");
-    assert_eq!(analyze_with("").unwrap().watch_api.0, "all");
+    assert!(!analyze_with("").unwrap().namespace_scoped);
     let err = error_of("scope: namespace\nwatches: [{kind: ClusterRole, map: {label: a}}]");
     assert!(
         err.contains("field `scope`") && err.contains("ClusterRole is cluster-scoped"),
@@ -821,7 +820,7 @@ fn every_type_name_controller_rs_brings_into_scope_is_one_related_kinds_are_rena
          external: [{name: rule-registry, source: channel}]\nsharding: true",
     )
     .unwrap();
-    assert!(operator.watches_metadata && operator.uses_predicate_combine);
+    assert!(operator.watches_metadata && operator.predicates.len() > 1);
     let plan = crate::render::render(&operator).unwrap();
     let controller = plan
         .files

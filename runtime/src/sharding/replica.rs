@@ -120,6 +120,13 @@ impl Replica {
         }
     }
 
+    /// Marks this replica's Lease renewed at `at`, as its renewals would: for the tests of
+    /// what keeps to the fence.
+    #[cfg(test)]
+    pub(crate) fn renewed_at(&self, at: Instant) {
+        self.fence.send_modify(|fence| fence.renewed(at));
+    }
+
     /// Whether the sharder asked this replica to let `obj` go.
     pub fn drain_requested(&self, obj: &impl Resource) -> bool {
         self.labels.drain_requested(obj.labels())

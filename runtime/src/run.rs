@@ -1,0 +1,457 @@
+//! The run loop every operator shares: the metrics endpoints, leader election or, with
+//! `--sharding`, the shard's terms, and in each term the watches and the controller over them,
+//! until the operator is asked to stop.
+//!
+//! A generated controller declares only what is its own: its [`Options`] (from
+//! `operator.yaml`), its relations (a function that adds them to the controller over the
+//! primary, from the streams a [`Watches`] gives) and its reconcile. [`Runner::run`] does the
+//! rest, the same way for every operator:
+//! - the primary's watch, on this replica's shard with `--sharding`, cached, and filtered by
+//!   the changes that `operator.yaml` says trigger a reconcile;
+//! - the owned children's watches, narrowed to the children this operator manages, on this
+//!   shard;
+//! - every reconcile traced and, through [`Lifecycle::reconcile`], kept to the shard's fence;
+//! - after a failure, the per-object backoff of [`Lifecycle::retry_action`].
+
+use std::{
+    fmt::Debug,
+    future::Future,
+    hash::{DefaultHasher, Hash, Hasher},
+    sync::Arc,
+    time::Duration,
+};
+
+use futures::{Stream, StreamExt};
+use kube::{
+    Api, Client, Resource,
+    core::{ClusterResourceScope, NamespaceResourceScope},
+    runtime::{
+        Controller, Predicate, PredicateConfig, WatchStreamExt,
+        controller::{self, Action},
+        reflector::{self, ObjectRef},
+        watcher,
+    },
+};
+use serde::{Serialize, de::DeserializeOwned};
+
+use crate::{
+    apply::MANAGED_BY_LABEL,
+    backoff::{self, RetryExt as _},
+    cache::{Feed, FeedExt as _, forget_unread_fields},
+    endpoints,
+    leader::{self, Election},
+    lifecycle::{Lifecycle, ReconcileError},
+    metrics::Metrics,
+    settings::Common,
+    sharding::{self, Replica},
+    traces,
+};
+
+/// Where an operator watches: the whole cluster, or the namespace its client defaults to
+/// (`scope: Namespace` in `operator.yaml`, for an operator that holds only a Role).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    /// Every namespace.
+    Cluster,
+    /// The client's default namespace: the operator's own.
+    Namespace,
+}
+
+/// How an operator's controller runs, as its `operator.yaml` says.
+pub struct Options<K: 'static> {
+    /// The operator's name: its field manager, its Lease, its shard ring, and the value of
+    /// [`MANAGED_BY_LABEL`] on its children.
+    pub name: &'static str,
+    /// Which changes of a primary trigger a reconcile: `kube::runtime::predicates` functions,
+    /// hashed together, so a change to any of them passes. None: every change.
+    pub changes: &'static [fn(&K) -> Option<u64>],
+    /// Reconciles at once; 0 for no limit.
+    pub concurrency: u16,
+    /// Changes within this long of each other make one reconcile.
+    pub debounce: Duration,
+    /// Where the operator watches.
+    pub scope: Scope,
+}
+
+/// A kind's scope, as an [`Api`] over where the operator watches needs it: a namespaced kind
+/// is watched in the operator's namespace when it keeps to one, a cluster-scoped kind always
+/// cluster-wide.
+pub trait WatchScope {
+    /// The API of `K`'s objects in `namespace`, or in every namespace.
+    fn api<K>(client: Client, namespace: Option<&str>) -> Api<K>
+    where
+        K: Resource<Scope = Self, DynamicType = ()>;
+}
+
+impl WatchScope for NamespaceResourceScope {
+    fn api<K>(client: Client, namespace: Option<&str>) -> Api<K>
+    where
+        K: Resource<Scope = Self, DynamicType = ()>,
+    {
+        match namespace {
+            Some(namespace) => Api::namespaced(client, namespace),
+            None => Api::all(client),
+        }
+    }
+}
+
+impl WatchScope for ClusterResourceScope {
+    fn api<K>(client: Client, _: Option<&str>) -> Api<K>
+    where
+        K: Resource<Scope = Self, DynamicType = ()>,
+    {
+        Api::all(client)
+    }
+}
+
+/// A kind a controller can watch.
+pub trait Watched:
+    Resource<DynamicType = (), Scope: WatchScope>
+    + Clone
+    + Debug
+    + DeserializeOwned
+    + Send
+    + Sync
+    + 'static
+{
+}
+
+impl<K> Watched for K where
+    K: Resource<DynamicType = (), Scope: WatchScope>
+        + Clone
+        + Debug
+        + DeserializeOwned
+        + Send
+        + Sync
+        + 'static
+{
+}
+
+/// The watches of one term, for a generated controller to add its relations from: each
+/// stream is retried after failures, and the owned ones feed the operator's caches.
+pub struct Watches<'a> {
+    client: &'a Client,
+    metrics: &'a Arc<Metrics>,
+    namespace: Option<&'a str>,
+    managed: watcher::Config,
+}
+
+impl Watches<'_> {
+    /// The children of kind `C` this operator manages (by [`MANAGED_BY_LABEL`], and on this
+    /// replica's shard with `--sharding`), cached in `feed` before the reconcile they
+    /// trigger: for `Controller::owns_stream`.
+    pub fn owned<C: Watched>(
+        &self,
+        feed: Feed<C>,
+    ) -> impl Stream<Item = Result<C, watcher::Error>> + Send + 'static {
+        let kind = C::kind(&());
+        watcher(self.api(), self.managed.clone())
+            .retried()
+            .inspect(self.metrics.listing(&kind))
+            .modify(forget_unread_fields)
+            .reflect_into(feed)
+            .touched_objects()
+    }
+
+    /// The objects of kind `C` that `config` selects, uncached: for
+    /// `Controller::watches_stream`. A `PartialObjectMeta<C>` watches their metadata only.
+    pub fn watched<C: Watched>(
+        &self,
+        config: watcher::Config,
+    ) -> impl Stream<Item = Result<C, watcher::Error>> + Send + 'static {
+        watcher(self.api(), config).retried().touched_objects()
+    }
+
+    fn api<C: Watched>(&self) -> Api<C> {
+        <C::Scope as WatchScope>::api(self.client.clone(), self.namespace)
+    }
+}
+
+/// Runs an operator's controller: see the [module](self).
+pub struct Runner<'a, K: 'static> {
+    client: Client,
+    options: &'a Options<K>,
+    common: &'a Common,
+    pod_namespace: &'a str,
+    sharding: bool,
+}
+
+impl<'a, K> Runner<'a, K>
+where
+    K: Watched + Serialize,
+{
+    /// A runner of the controller `options` describe, with the common settings and the
+    /// Lease's namespace (the pod's own).
+    pub fn new(
+        client: Client,
+        options: &'a Options<K>,
+        common: &'a Common,
+        pod_namespace: &'a str,
+    ) -> Self {
+        Self {
+            client,
+            options,
+            common,
+            pod_namespace,
+            sharding: false,
+        }
+    }
+
+    /// The same runner, splitting the primaries between the replicas when `sharding` is on
+    /// (`--sharding`): each reconciles its own shard, and the leader also places them.
+    pub fn sharded(mut self, sharding: bool) -> Self {
+        self.sharding = sharding;
+        self
+    }
+
+    /// Runs until SIGTERM or Ctrl+C, then lets reconciles in flight finish. With leader
+    /// election it runs while this replica leads: a replica that loses the Lease stops
+    /// reconciling and campaigns again.
+    ///
+    /// In every term, `relate` adds the operator's relations to the controller over the
+    /// primary, and `reconcile` reconciles one object with the context `ctx`.
+    pub async fn run<Ctx, E, Relate, Reconcile, Reconciled>(
+        self,
+        ctx: Arc<Ctx>,
+        relate: Relate,
+        reconcile: Reconcile,
+    ) -> Result<(), leader::Error>
+    where
+        Ctx: AsRef<Lifecycle<K>> + Send + Sync + 'static,
+        E: ReconcileError,
+        Relate: Fn(Controller<K>, &Watches<'_>) -> Controller<K>,
+        Reconcile: Fn(Arc<K>, Arc<Ctx>) -> Reconciled,
+        Reconciled: Future<Output = Result<Action, E>> + Send + 'static,
+    {
+        let metrics = Arc::clone(lifecycle(&*ctx).metrics());
+        endpoints::spawn(self.common.metrics_addr, &metrics);
+        let namespace = match self.options.scope {
+            Scope::Cluster => None,
+            Scope::Namespace => Some(self.client.default_namespace()),
+        };
+        let term = Term {
+            client: &self.client,
+            options: self.options,
+            namespace,
+            metrics: &metrics,
+            relate: &relate,
+            reconcile: &reconcile,
+        };
+        let name = self.options.name;
+        let election = Election::new(self.client.clone(), name, self.pod_namespace, self.common);
+        let run_term = |leadership| term.run(Arc::clone(&ctx), leadership);
+        if self.sharding {
+            let replica =
+                Replica::from_settings(self.client.clone(), self.pod_namespace, name, self.common)?;
+            let replica = lifecycle(&*ctx).join_shard(replica);
+            return sharding::run_sharded::<K, _, _>(
+                replica, election, &metrics, namespace, run_term,
+            )
+            .await;
+        }
+        election.run(&metrics, run_term).await
+    }
+}
+
+/// What every term of a [`Runner`] runs with.
+struct Term<'a, K: 'static, Relate, Reconcile> {
+    client: &'a Client,
+    options: &'a Options<K>,
+    namespace: Option<&'a str>,
+    metrics: &'a Arc<Metrics>,
+    relate: &'a Relate,
+    reconcile: &'a Reconcile,
+}
+
+impl<K, Relate, Reconcile> Term<'_, K, Relate, Reconcile>
+where
+    K: Watched + Serialize,
+{
+    /// One term: the watches, and the controller over them, until `leadership` ends.
+    async fn run<Ctx, E, Reconciled>(&self, ctx: Arc<Ctx>, leadership: leader::Term)
+    where
+        Ctx: AsRef<Lifecycle<K>> + Send + Sync + 'static,
+        E: ReconcileError,
+        Relate: Fn(Controller<K>, &Watches<'_>) -> Controller<K>,
+        Reconcile: Fn(Arc<K>, Arc<Ctx>) -> Reconciled,
+        Reconciled: Future<Output = Result<Action, E>> + Send + 'static,
+    {
+        let shard = lifecycle(&*ctx).shard();
+        let (reader, writer) = reflector::store();
+        let kind = K::kind(&());
+        let _cached = self.metrics.count_cache(&kind, reader.clone());
+        let watches = self.watches(shard);
+        // With `--sharding`, only the primaries placed on this replica's shard.
+        let config = shard.map_or_else(watcher::Config::default, Replica::primaries);
+        let primaries = watcher(watches.api::<K>(), config)
+            .retried()
+            .inspect(self.metrics.listing(&kind))
+            .modify(forget_unread_fields)
+            .reflect(writer)
+            .applied_objects();
+        let primaries = match self.options.changes {
+            [] => primaries.left_stream(),
+            changes => primaries
+                .predicate_filter(Changes(changes), PredicateConfig::default())
+                .right_stream(),
+        };
+        let controller =
+            Controller::for_stream(primaries, reader).trigger_backoff(backoff::triggers());
+        let controller = (self.relate)(controller, &watches)
+            .graceful_shutdown_on(leadership.ended())
+            .with_config(
+                kube::runtime::Config::default()
+                    .concurrency(self.options.concurrency)
+                    .debounce(self.options.debounce),
+            );
+        tracing::info!("controller started");
+        let reconcile = self.reconcile;
+        controller
+            .run(
+                move |obj, ctx| traces::traced(Arc::clone(&obj), reconcile(obj, ctx)),
+                |obj, error, ctx| {
+                    lifecycle(&*ctx).retry_action(&ObjectRef::from_obj(obj.as_ref()), error)
+                },
+                ctx,
+            )
+            .for_each(|result| async move { log_outcome(result) })
+            .await;
+        tracing::info!("controller stopped");
+    }
+
+    /// The watches of a term on `shard`, or of the whole cluster's share without one.
+    fn watches(&self, shard: Option<&Replica>) -> Watches<'_> {
+        let managed =
+            watcher::Config::default().labels(&format!("{MANAGED_BY_LABEL}={}", self.options.name));
+        // With `--sharding`, only this shard's: children carry their owner's shard label.
+        let managed = match shard {
+            Some(shard) => shard.narrowed(managed),
+            None => managed,
+        };
+        Watches {
+            client: self.client,
+            metrics: self.metrics,
+            namespace: self.namespace,
+            managed,
+        }
+    }
+}
+
+/// The lifecycle an operator's context holds.
+fn lifecycle<K, Ctx>(ctx: &Ctx) -> &Lifecycle<K>
+where
+    K: Resource<DynamicType = ()>,
+    Ctx: AsRef<Lifecycle<K>>,
+{
+    ctx.as_ref()
+}
+
+/// What one reconcile came to, in the log.
+fn log_outcome<K, E, Q>(result: Result<(ObjectRef<K>, Action), controller::Error<E, Q>>)
+where
+    K: Resource,
+    E: std::error::Error + 'static,
+    Q: std::error::Error + 'static,
+{
+    match result {
+        Ok((object, _)) => tracing::debug!(%object, "reconciled"),
+        // A reconcile queued for an object deleted since: nothing is left to do.
+        Err(controller::Error::ObjectNotFound(object)) => {
+            tracing::debug!(%object, "deleted before its reconcile");
+        }
+        Err(error) => tracing::warn!(%error, "reconcile failed"),
+    }
+}
+
+/// The changes `Options::changes` names, as one predicate: a change to any of them passes.
+/// As with kube's `Predicate::combine`, an object none of them says anything about passes.
+struct Changes<K: 'static>(&'static [fn(&K) -> Option<u64>]);
+
+impl<K> Predicate<K> for Changes<K> {
+    fn hash_property(&self, obj: &K) -> Option<u64> {
+        let values: Vec<Option<u64>> = self.0.iter().map(|change| change(obj)).collect();
+        if values.iter().all(Option::is_none) {
+            return None;
+        }
+        let mut hasher = DefaultHasher::new();
+        values.hash(&mut hasher);
+        Some(hasher.finish())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::api::core::v1::{Node, Pod};
+    use kube::runtime::predicates;
+
+    use super::*;
+    use crate::{
+        metrics::ReadyWhen,
+        testing::{mock_api, not_found},
+    };
+
+    const OPTIONS: Options<Pod> = Options {
+        name: "widget-operator",
+        changes: &[predicates::generation, predicates::finalizers],
+        concurrency: 4,
+        debounce: Duration::ZERO,
+        scope: Scope::Namespace,
+    };
+
+    fn pod(generation: Option<i64>, finalizers: &[&str], label: &str) -> Pod {
+        let mut pod = Pod::default();
+        pod.metadata.generation = generation;
+        pod.metadata.finalizers = Some(finalizers.iter().map(|f| (*f).to_owned()).collect());
+        pod.metadata.labels = Some([("app".to_owned(), label.to_owned())].into());
+        pod
+    }
+
+    #[test]
+    fn a_change_to_any_named_field_passes_and_a_change_to_another_does_not() {
+        let changes = Changes(OPTIONS.changes);
+        let before = changes.hash_property(&pod(Some(1), &[], "a"));
+        assert!(before.is_some());
+        let relabelled = changes.hash_property(&pod(Some(1), &[], "b"));
+        assert_eq!(relabelled, before, "labels are not among the changes");
+        let bumped = changes.hash_property(&pod(Some(2), &[], "a"));
+        assert_ne!(bumped, before);
+        let finalized = changes.hash_property(&pod(Some(1), &["cleanup"], "a"));
+        assert_ne!(finalized, before);
+        assert_ne!(finalized, bumped);
+        let generation_only = Changes(&[predicates::generation::<Pod>]);
+        let silent = generation_only.hash_property(&pod(None, &[], "a"));
+        assert_eq!(silent, None, "an object none of them describes passes");
+    }
+
+    #[tokio::test]
+    async fn children_are_watched_where_the_operator_watches_and_only_its_own() {
+        let (client, _server) = mock_api(|_| (404, not_found()));
+        let metrics = Arc::new(Metrics::new(ReadyWhen::WatchesListed(1)));
+        let term = Term {
+            client: &client,
+            options: &OPTIONS,
+            namespace: Some("ops"),
+            metrics: &metrics,
+            relate: &(),
+            reconcile: &(),
+        };
+        let watches = term.watches(None);
+        let managed = watches.managed.label_selector.as_deref();
+        assert_eq!(
+            managed,
+            Some("app.kubernetes.io/managed-by=widget-operator")
+        );
+        assert_eq!(
+            watches.api::<Pod>().resource_url(),
+            "/api/v1/namespaces/ops/pods"
+        );
+        assert_eq!(watches.api::<Node>().resource_url(), "/api/v1/nodes");
+
+        let replica = Replica::new(client.clone(), "ops", "widget-0", OPTIONS.name, 15);
+        let shard = replica.expect("a valid shard name");
+        let sharded = term.watches(Some(&shard)).managed.label_selector;
+        let selector = sharded.expect("a selector");
+        assert!(selector.starts_with("app.kubernetes.io/managed-by=widget-operator,"));
+        assert!(selector.ends_with("=widget-0"), "{selector}");
+    }
+}
