@@ -37,6 +37,8 @@
 //! - `testing` (feature `test-util`): a mock API server that records what an operator
 //!   wrote, for the tests that come with a generated crate;
 //! - `admission` (feature `webhooks`): the admission review around an operator's own hooks;
+//! - `conversion` (feature `webhooks`): the conversion webhook of a resource served in several
+//!   versions, answered an object at a time through the hub, losing nothing on a round trip;
 //! - `certificates` (feature `webhooks`): the webhooks' serving certificate, kept in a Secret,
 //!   and its CA published where the API server reads it;
 //! - `webhook_server` (feature `webhooks`): the webhooks' HTTPS server, reloading a renewed
@@ -58,6 +60,8 @@ pub mod cache;
 pub mod certificates;
 pub mod client;
 pub mod conditions;
+#[cfg(feature = "webhooks")]
+pub mod conversion;
 pub mod endpoints;
 pub mod events;
 pub mod failures;

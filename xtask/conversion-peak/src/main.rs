@@ -14,8 +14,9 @@
 
 use std::io::Write as _;
 
-use backup_controller::conversion::{convert, review};
+use backup_controller::conversion::Hub;
 use kube::core::conversion::{ConversionRequest, ConversionResponse, ConversionReview};
+use operator_gen_runtime::conversion::{convert, review};
 
 /// One hub Backup, with the field `v1alpha1` lacks, named `index`.
 fn backup(index: usize) -> String {
@@ -65,7 +66,7 @@ fn whole(body: &[u8]) -> Result<usize, String> {
     let objects = std::mem::take(&mut request.objects);
     let converted = objects
         .into_iter()
-        .map(|object| convert(object, &desired))
+        .map(|object| convert::<Hub>(object, &desired))
         .collect::<Result<Vec<_>, _>>()?;
     let answer = ConversionResponse::for_request(request)
         .success(converted)
@@ -83,7 +84,7 @@ fn main() -> Result<(), String> {
     let with_body = peak_kib()?;
     match way.as_str() {
         "streamed" => {
-            let outcome = review(&body, &mut std::io::sink()).map_err(|e| e.to_string())?;
+            let outcome = review::<Hub>(&body, &mut std::io::sink()).map_err(|e| e.to_string())?;
             if outcome != operator_gen_runtime::webhook_server::Outcome::Converted {
                 return Err(format!("the review was answered {outcome:?}"));
             }

@@ -5,8 +5,9 @@
 //! through the hub, and keeping (or restoring) what the older version cannot say.
 
 use anyhow::{Context as _, Result};
-use backup_controller::conversion::{convert, review};
+use backup_controller::conversion::Hub;
 use kube::core::conversion::{ConversionRequest, ConversionResponse, ConversionReview};
+use operator_gen_runtime::conversion::{convert, review};
 use serde_json::{Value, json};
 
 use super::{
@@ -64,7 +65,7 @@ pub(super) async fn rows(rounds_of: usize) -> Result<Vec<Row>> {
     let hubs = hubs();
     let older: Vec<Value> = hubs
         .iter()
-        .map(|hub| convert(hub.clone(), "example.com/v1alpha1"))
+        .map(|hub| convert::<Hub>(hub.clone(), "example.com/v1alpha1"))
         .collect::<Result<_, _>>()
         .map_err(|e| anyhow::anyhow!(e))
         .context("converting the hubs down once")?;
@@ -79,7 +80,7 @@ pub(super) async fn rows(rounds_of: usize) -> Result<Vec<Row>> {
             let floor_time = per_request(rounds_of, || async { floor(&body) }).await?;
             let ours_time = per_request(rounds_of, || async {
                 let mut answer = Vec::new();
-                review(&body, &mut answer)?;
+                review::<Hub>(&body, &mut answer)?;
                 Ok(answer)
             })
             .await?;
