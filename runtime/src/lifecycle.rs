@@ -114,6 +114,25 @@ where
         self.conditions.as_ref()
     }
 
+    /// Sets the operator's condition on `obj`, which `api` writes, as [`Conditions::set`]
+    /// does; writes nothing and returns `false` for an operator that keeps no condition.
+    ///
+    /// # Errors
+    /// A write the API server refused.
+    pub async fn set_condition(
+        &self,
+        api: &Api<K>,
+        obj: &K,
+        ok: bool,
+        reason: &str,
+        message: &str,
+    ) -> Result<bool, conditions::Error> {
+        match &self.conditions {
+            Some(conditions) => conditions.set(api, obj, ok, reason, message).await,
+            None => Ok(false),
+        }
+    }
+
     /// Makes `replica` this lifecycle's shard (`--sharding`), once: the reconciles that
     /// follow keep to its fence and let its drained objects go. The shard it holds.
     pub fn join_shard(&self, replica: Replica) -> &Replica {
@@ -428,7 +447,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn without_a_finalizer_apply_runs_at_once_and_cleanup_never() {
+    async fn without_a_finalizer_or_a_condition_only_apply_runs_and_nothing_is_written() {
         let object = pod();
         let (client, server) = mock_api(answer_with(&object));
         let api = Api::<Pod>::namespaced(client.clone(), "default");
@@ -444,6 +463,10 @@ mod tests {
             .expect("applied");
         assert_eq!(probe.applied.load(SeqCst), 2);
         assert_eq!(probe.cleaned.load(SeqCst), 0);
+        let set = lifecycle
+            .set_condition(&api, &object, true, "Ready", "")
+            .await;
+        assert!(!set.expect("nothing to write"), "no condition is kept");
         drop((lifecycle, api, client));
         let seen = server.await.expect("the mock API server ran");
         assert!(seen.is_empty(), "nothing to write: {seen:#?}");
@@ -517,11 +540,11 @@ mod tests {
         let sets_its_own = |obj: Arc<Pod>| {
             let (lifecycle, api) = (&lifecycle, &api);
             async move {
-                let conditions = lifecycle.conditions().expect("a condition is kept");
                 let reason = "Waiting";
-                conditions
-                    .set(api, &obj, false, reason, "the issuer is not ready")
+                let wrote = lifecycle
+                    .set_condition(api, &obj, false, reason, "the issuer is not ready")
                     .await?;
+                assert!(wrote, "a condition is kept");
                 Ok::<_, Failure>(Action::await_change())
             }
         };

@@ -229,7 +229,7 @@ where
             Scope::Cluster => None,
             Scope::Namespace => Some(self.client.default_namespace()),
         };
-        let term = Term {
+        let term = TermSetup {
             client: &self.client,
             options: self.options,
             namespace,
@@ -254,7 +254,7 @@ where
 }
 
 /// What every term of a [`Runner`] runs with.
-struct Term<'a, K: 'static, Relate, Reconcile> {
+struct TermSetup<'a, K: 'static, Relate, Reconcile> {
     client: &'a Client,
     options: &'a Options<K>,
     namespace: Option<&'a str>,
@@ -263,7 +263,7 @@ struct Term<'a, K: 'static, Relate, Reconcile> {
     reconcile: &'a Reconcile,
 }
 
-impl<K, Relate, Reconcile> Term<'_, K, Relate, Reconcile>
+impl<K, Relate, Reconcile> TermSetup<'_, K, Relate, Reconcile>
 where
     K: Watched + Serialize,
 {
@@ -427,7 +427,7 @@ mod tests {
     async fn children_are_watched_where_the_operator_watches_and_only_its_own() {
         let (client, _server) = mock_api(|_| (404, not_found()));
         let metrics = Arc::new(Metrics::new(ReadyWhen::WatchesListed(1)));
-        let term = Term {
+        let term = TermSetup {
             client: &client,
             options: &OPTIONS,
             namespace: Some("ops"),
