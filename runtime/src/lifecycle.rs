@@ -281,13 +281,13 @@ mod tests {
 
     use http::Method;
     use k8s_openapi::{api::core::v1::Pod, apimachinery::pkg::apis::meta::v1::Time};
-    use serde_json::{Value, json};
+    use serde_json::json;
 
     use super::*;
     use crate::{
         conditions::tests::{ALL_FIELDS as CONDITION, pod},
         metrics::ReadyWhen,
-        testing::{Seen, at, conflict, mock_api, not_found},
+        testing::{Seen, at, conflict, holding, mock_api},
     };
 
     const FINALIZER: &str = "widgets.example.com/cleanup";
@@ -328,21 +328,6 @@ mod tests {
                     _ => true,
                 },
                 Self::Kube(_) | Self::Condition(_) => true,
-            }
-        }
-    }
-
-    /// Answers like an API server that holds `object` and nothing else: reads of other objects
-    /// find nothing, and writes of them return what was sent.
-    fn answer_with(object: &Pod) -> impl Fn(&Seen) -> (u16, Value) + Send + 'static {
-        let object = serde_json::to_value(object).unwrap_or_default();
-        move |seen| {
-            if seen.path().starts_with(POD_PATH) {
-                (200, object.clone())
-            } else if seen.method == Method::GET {
-                (404, not_found())
-            } else {
-                (200, seen.body.clone())
             }
         }
     }
@@ -394,7 +379,7 @@ mod tests {
     #[tokio::test]
     async fn the_finalizer_is_added_before_apply_and_removed_after_cleanup() {
         let object = pod();
-        let (client, server) = mock_api(answer_with(&object));
+        let (client, server) = mock_api(holding(&object));
         let api = Api::<Pod>::namespaced(client.clone(), "default");
         let lifecycle = lifecycle(&client).with_finalizer(FINALIZER);
         let probe = Probe::default();
@@ -449,7 +434,7 @@ mod tests {
     #[tokio::test]
     async fn without_a_finalizer_or_a_condition_only_apply_runs_and_nothing_is_written() {
         let object = pod();
-        let (client, server) = mock_api(answer_with(&object));
+        let (client, server) = mock_api(holding(&object));
         let api = Api::<Pod>::namespaced(client.clone(), "default");
         let lifecycle = lifecycle(&client);
         let probe = Probe::default();
@@ -475,7 +460,7 @@ mod tests {
     #[tokio::test]
     async fn the_condition_is_written_only_when_the_outcome_changed() {
         let object = pod();
-        let (client, server) = mock_api(answer_with(&object));
+        let (client, server) = mock_api(holding(&object));
         let api = Api::<Pod>::namespaced(client.clone(), "default");
         let lifecycle = lifecycle(&client).with_condition(CONDITION, FIELD_MANAGER);
         let failing = Probe {
@@ -534,7 +519,7 @@ mod tests {
     #[tokio::test]
     async fn a_condition_a_hook_sets_is_the_only_one_written() {
         let object = pod();
-        let (client, server) = mock_api(answer_with(&object));
+        let (client, server) = mock_api(holding(&object));
         let api = Api::<Pod>::namespaced(client.clone(), "default");
         let lifecycle = lifecycle(&client).with_condition(CONDITION, FIELD_MANAGER);
         let sets_its_own = |obj: Arc<Pod>| {
@@ -568,7 +553,7 @@ mod tests {
     async fn a_refused_condition_write_fails_the_reconcile_so_it_is_retried() {
         let object = pod();
         let status = format!("{POD_PATH}/status");
-        let answer = answer_with(&object);
+        let answer = holding(&object);
         let (client, server) = mock_api(move |seen: &Seen| {
             if seen.path() == status {
                 (409, conflict())
@@ -592,7 +577,7 @@ mod tests {
     #[tokio::test]
     async fn past_its_shards_fence_an_object_is_left_alone() {
         let object = pod();
-        let (client, server) = mock_api(answer_with(&object));
+        let (client, server) = mock_api(holding(&object));
         let api = Api::<Pod>::namespaced(client.clone(), "default");
         let lifecycle = lifecycle(&client).with_finalizer(FINALIZER);
         // A replica that has not renewed its Lease yet: its fence is closed.
@@ -612,7 +597,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_reconcile_the_fence_closes_on_is_cut_short_before_its_condition_is_written() {
         let object = pod();
-        let (client, server) = mock_api(answer_with(&object));
+        let (client, server) = mock_api(holding(&object));
         let api = Api::<Pod>::namespaced(client.clone(), "default");
         let lifecycle = lifecycle(&client).with_condition(CONDITION, FIELD_MANAGER);
         let replica = Replica::new(client.clone(), "operators", "replica-a", FIELD_MANAGER, 15);
@@ -640,7 +625,7 @@ mod tests {
     #[tokio::test]
     async fn failures_are_counted_per_object_until_a_success_and_a_permanent_one_waits() {
         let object = pod();
-        let (client, server) = mock_api(answer_with(&object));
+        let (client, server) = mock_api(holding(&object));
         let api = Api::<Pod>::namespaced(client.clone(), "default");
         let lifecycle = lifecycle(&client);
         let failing = Probe {

@@ -18,7 +18,8 @@
 //! ```
 
 use http::{Method, Request, Response, StatusCode, Uri};
-use kube::{Client, client::Body};
+use kube::{Client, Resource, client::Body};
+use serde::Serialize;
 use serde_json::{Value, json};
 use tokio::task::JoinHandle;
 
@@ -69,6 +70,34 @@ pub fn mock_api(
     (Client::new(service, "default"), server)
 }
 
+/// A client whose requests go nowhere, for a test that makes none: each would fail.
+pub fn offline_client() -> Client {
+    let (service, _handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+    Client::new(service, "default")
+}
+
+/// Answers like an API server that holds `object` and nothing else: any request to `object`'s
+/// own path gets `object`, a read of anything else finds nothing, and a write of anything else
+/// returns what was sent. For [`mock_api`].
+pub fn holding<K>(object: &K) -> impl Fn(&Seen) -> (u16, Value) + Send + 'static + use<K>
+where
+    K: Resource<DynamicType = ()> + Serialize,
+{
+    let meta = object.meta();
+    let name = meta.name.as_deref().unwrap_or_default();
+    let own = format!("{}/{name}", K::url_path(&(), meta.namespace.as_deref()));
+    let object = serde_json::to_value(object).unwrap_or_default();
+    move |seen| {
+        if seen.path().starts_with(&own) {
+            (200, object.clone())
+        } else if seen.method == Method::GET {
+            (404, not_found())
+        } else {
+            (200, seen.body.clone())
+        }
+    }
+}
+
 /// The body of the API server's 404.
 pub fn not_found() -> Value {
     status(404, "NotFound", "not found")
@@ -93,4 +122,39 @@ fn status(code: u16, reason: &str, message: &str) -> Value {
 /// The requests made to `path`.
 pub fn at<'a>(seen: &'a [Seen], path: &str) -> Vec<&'a Seen> {
     seen.iter().filter(|s| s.path() == path).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+    use kube::Api;
+
+    use super::*;
+
+    #[tokio::test]
+    async fn a_server_holding_one_object_returns_it_finds_nothing_else_and_echoes_writes() {
+        let mut pod = Pod::default();
+        pod.metadata.name = Some("web".to_owned());
+        pod.metadata.namespace = Some("default".to_owned());
+        let (client, server) = mock_api(holding(&pod));
+        let pods = Api::<Pod>::namespaced(client.clone(), "default");
+        let read = pods.get("web").await.expect("held");
+        assert_eq!(read.metadata.name.as_deref(), Some("web"));
+        assert!(pods.get("db").await.is_err(), "nothing else is held");
+        let maps = Api::<ConfigMap>::namespaced(client.clone(), "default");
+        let mut child = ConfigMap::default();
+        child.metadata.name = Some("child".to_owned());
+        let params = kube::api::PostParams::default();
+        let created = maps.create(&params, &child).await.expect("echoed");
+        assert_eq!(created.metadata.name.as_deref(), Some("child"));
+        drop((pods, maps, client));
+        let seen = server.await.expect("the mock API server ran");
+        assert_eq!(seen.len(), 3);
+    }
+
+    #[tokio::test]
+    async fn an_offline_client_fails_every_request() {
+        let pods = Api::<Pod>::namespaced(offline_client(), "default");
+        assert!(pods.get("web").await.is_err());
+    }
 }

@@ -57,9 +57,9 @@ const BASE: &[(&str, &str)] = &[
     ("tracing", r#""0.1.41""#),
 ];
 
-/// Dev-dependencies of every generated crate: the runtime's mock API server for reconcile
-/// tests (its `test-util` feature), tower's `ServiceExt` to call the webhooks' routes, and the
-/// cluster test's log capture.
+/// Dev-dependencies of every generated crate: the runtime's mock API server and offline
+/// client for reconcile tests (its `test-util` feature), tower's `ServiceExt` to call the
+/// webhooks' routes, tower-test for the crate's own tests, and the cluster test's log capture.
 const BASE_DEV: &[(&str, &str)] = &[
     (
         "operator-gen-runtime",
@@ -73,6 +73,8 @@ const BASE_DEV: &[(&str, &str)] = &[
         "tower",
         r#"{ version = "0.5.2", default-features = false, features = ["util"] }"#,
     ),
+    // Not used by generated code: a crate's own tests may build a mock API on it, as
+    // example-operator's do, and regenerating must not take it away.
     ("tower-test", r#""0.4.0""#),
     (
         "tracing-subscriber",
@@ -92,7 +94,7 @@ const DERIVED: &[(&str, &str)] = &[
 ];
 
 /// Webhooks, admission or conversion: kube's AdmissionReview types, axum's JSON for the
-/// routes, JSON patches computed from the typed change, and the runtime's webhooks feature
+/// routes, and the runtime's webhooks feature
 /// (its HTTPS server on rustls with ring, the provider kube's client already uses, and the
 /// certificates, rcgen for the self-managed one).
 const WEBHOOKS: &[(&str, &str)] = &[
@@ -100,7 +102,6 @@ const WEBHOOKS: &[(&str, &str)] = &[
         "axum",
         r#"{ version = "0.8.9", default-features = false, features = ["http1", "json", "tokio"] }"#,
     ),
-    ("json-patch", r#""4.2.0""#),
     (
         "kube",
         r#"{ version = "5.0.0", default-features = false, features = ["admission", "client", "derive", "ring", "runtime", "rustls-tls", "unstable-runtime"] }"#,
@@ -116,6 +117,9 @@ const WEBHOOKS: &[(&str, &str)] = &[
     ),
 ];
 
+/// The mutating webhook's shipped test applies the patch it answers, as the API server would.
+const JSON_PATCH: (&str, &str) = ("json-patch", r#""4.2.0""#);
+
 const CHRONO: (&str, &str) = (
     "chrono",
     r#"{ version = "0.4.42", default-features = false, features = ["serde"] }"#,
@@ -128,9 +132,14 @@ pub(super) fn tables(
     archetype: Archetype,
     uses_chrono: bool,
     webhooks: bool,
+    tests_patches: bool,
     bad: &dyn Fn(&str, String) -> crate::Error,
 ) -> Result<(Vec<Dependency>, Vec<Dependency>)> {
     let mut base = BASE.to_vec();
+    let mut base_dev = BASE_DEV.to_vec();
+    if tests_patches {
+        base_dev.push(JSON_PATCH);
+    }
     if uses_chrono {
         base.push(CHRONO);
     }
@@ -142,7 +151,7 @@ pub(super) fn tables(
     }
     let all_names: Vec<&str> = base
         .iter()
-        .chain(BASE_DEV)
+        .chain(&base_dev)
         .map(|(name, _)| *name)
         .chain(manifest.dependencies.keys().map(String::as_str))
         .chain(manifest.dev_dependencies.keys().map(String::as_str))
@@ -174,7 +183,7 @@ pub(super) fn tables(
     if let Some(name) = manifest
         .dependencies
         .keys()
-        .find(|name| BASE_DEV.iter().any(|(tested, _)| same_crate(tested, name)))
+        .find(|name| base_dev.iter().any(|(tested, _)| same_crate(tested, name)))
     {
         return Err(bad(
             &format!("dependencies.{name}"),
@@ -184,7 +193,12 @@ pub(super) fn tables(
         ));
     }
     let dependencies = table(&base, &manifest.dependencies, "dependencies", bad)?;
-    let dev = table(BASE_DEV, &manifest.dev_dependencies, "devDependencies", bad)?;
+    let dev = table(
+        &base_dev,
+        &manifest.dev_dependencies,
+        "devDependencies",
+        bad,
+    )?;
     Ok((dependencies, dev))
 }
 
@@ -289,7 +303,12 @@ mod tests {
     /// alone would build that crate twice, at two versions.
     #[test]
     fn a_crate_restated_for_features_keeps_the_base_version() {
-        for (name, spec) in DERIVED.iter().chain(WEBHOOKS).chain(BASE_DEV) {
+        for (name, spec) in DERIVED
+            .iter()
+            .chain(WEBHOOKS)
+            .chain(BASE_DEV)
+            .chain([&JSON_PATCH])
+        {
             if let Some((_, base)) = BASE.iter().find(|(base, _)| base == name) {
                 assert_eq!(version(spec), version(base), "{name}");
                 let features = |spec: &str| -> Vec<String> {

@@ -298,7 +298,14 @@ fn a_namespaced_primary_cannot_own_a_cluster_scoped_kind() {
 
 #[test]
 fn a_crate_name_taken_by_a_dependency_or_cargo_is_refused() {
-    for name in ["kube", "serde-json", "tokio", "tower-test", "deps", "build"] {
+    for name in [
+        "kube",
+        "serde-json",
+        "tokio",
+        "tracing-subscriber",
+        "deps",
+        "build",
+    ] {
         let err = error_of(&format!("name: {name}"));
         assert!(err.contains("field `name`"), "{name}: {err}");
     }
