@@ -262,6 +262,15 @@ where
     }
 }
 
+/// The `cleanup` hook of an operator without a finalizer, for [`Lifecycle::reconcile`]: never
+/// called, since without a finalizer a deleted object is gone before a reconcile could see it.
+///
+/// # Errors
+/// None: it does nothing.
+pub async fn no_cleanup<K, E>(_: Arc<K>) -> Result<Action, E> {
+    Ok(Action::await_change())
+}
+
 /// The Event recorder of an operator that publishes as `field_manager` from the pod
 /// `instance`.
 pub fn recorder(client: kube::Client, field_manager: &str, instance: Option<String>) -> Recorder {
@@ -533,9 +542,8 @@ mod tests {
                 Ok::<_, Failure>(Action::await_change())
             }
         };
-        let never = |_: Arc<Pod>| async { Ok(Action::await_change()) };
         lifecycle
-            .reconcile(&api, Arc::new(object), sets_its_own, never)
+            .reconcile(&api, Arc::new(object), sets_its_own, no_cleanup)
             .await
             .expect("reconciled");
         drop((lifecycle, api, client));
@@ -610,9 +618,8 @@ mod tests {
             finished.fetch_add(1, SeqCst);
             Ok::<_, Failure>(Action::await_change())
         };
-        let cleanup = |_| async { Ok(Action::await_change()) };
         let action = lifecycle
-            .reconcile(&api, Arc::new(object.clone()), slow, cleanup)
+            .reconcile(&api, Arc::new(object.clone()), slow, no_cleanup)
             .await;
         assert_eq!(action.expect("nothing failed"), Action::await_change());
         assert_eq!(finished.load(SeqCst), 0, "the hook was dropped mid-way");

@@ -17,6 +17,12 @@
 //! # }
 //! ```
 
+use std::{
+    collections::VecDeque,
+    io::Write,
+    sync::{Arc, Mutex},
+};
+
 use http::{Method, Request, Response, StatusCode, Uri};
 use kube::{Client, Resource, client::Body};
 use serde::Serialize;
@@ -124,6 +130,85 @@ pub fn at<'a>(seen: &'a [Seen], path: &str) -> Vec<&'a Seen> {
     seen.iter().filter(|s| s.path() == path).collect()
 }
 
+/// The last lines this process logged, kept for a failing test to show: a cluster test that
+/// runs an operator in process says why it waited in vain.
+#[derive(Clone)]
+pub struct LogTail {
+    lines: Arc<Mutex<VecDeque<String>>>,
+    keep: usize,
+}
+
+impl LogTail {
+    /// A tail of the last `keep` lines, receiving nothing until [`LogTail::install`].
+    pub fn new(keep: usize) -> Self {
+        Self {
+            lines: Arc::new(Mutex::new(VecDeque::with_capacity(keep))),
+            keep,
+        }
+    }
+
+    /// Sends this process's logs here, filtered by `RUST_LOG` (default `info`), once per test
+    /// binary: a later call, or one after another subscriber was set, changes nothing.
+    pub fn install(&self) {
+        let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+            .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            .with_ansi(false)
+            .with_writer(self.clone())
+            .try_init();
+    }
+
+    /// The kept lines, oldest first.
+    pub fn lines(&self) -> String {
+        let lines = self.lines.lock().unwrap_or_else(|p| p.into_inner());
+        lines.iter().map(String::as_str).collect()
+    }
+
+    fn push(&self, line: String) {
+        let mut lines = self.lines.lock().unwrap_or_else(|p| p.into_inner());
+        lines.push_back(line);
+        while lines.len() > self.keep {
+            lines.pop_front();
+        }
+    }
+}
+
+/// One log line being written, kept in its [`LogTail`] when done.
+pub struct LogLine {
+    tail: LogTail,
+    text: Vec<u8>,
+}
+
+impl Write for LogLine {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.text.extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Drop for LogLine {
+    fn drop(&mut self) {
+        let text = String::from_utf8_lossy(&self.text).into_owned();
+        self.tail.push(text);
+    }
+}
+
+impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for LogTail {
+    type Writer = LogLine;
+
+    fn make_writer(&'a self) -> LogLine {
+        LogLine {
+            tail: self.clone(),
+            text: Vec::new(),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use k8s_openapi::api::core::v1::{ConfigMap, Pod};
@@ -150,6 +235,16 @@ mod tests {
         drop((pods, maps, client));
         let seen = server.await.expect("the mock API server ran");
         assert_eq!(seen.len(), 3);
+    }
+
+    #[test]
+    fn a_log_tail_keeps_the_last_lines_oldest_first() {
+        let tail = LogTail::new(2);
+        for line in ["one\n", "two\n", "three\n"] {
+            let mut writer = tracing_subscriber::fmt::MakeWriter::make_writer(&tail);
+            writer.write_all(line.as_bytes()).expect("in memory");
+        }
+        assert_eq!(tail.lines(), "two\nthree\n");
     }
 
     #[tokio::test]

@@ -57,9 +57,10 @@ const BASE: &[(&str, &str)] = &[
     ("tracing", r#""0.1.41""#),
 ];
 
-/// Dev-dependencies of every generated crate: the runtime's mock API server and offline
-/// client for reconcile tests (its `test-util` feature), tower's `ServiceExt` to call the
-/// webhooks' routes, tower-test for the crate's own tests, and the cluster test's log capture.
+/// Dev-dependencies of every generated crate: the runtime's `test-util` feature (the mock API
+/// server, the offline client and the cluster test's log tail) and tower's `ServiceExt` to call
+/// the webhooks' routes; tower-test and tracing-subscriber for the crate's own tests, which
+/// crates generated before the runtime held these pieces may use, so regenerating keeps them.
 const BASE_DEV: &[(&str, &str)] = &[
     (
         "operator-gen-runtime",
@@ -74,7 +75,7 @@ const BASE_DEV: &[(&str, &str)] = &[
         r#"{ version = "0.5.2", default-features = false, features = ["util"] }"#,
     ),
     // Not used by generated code: a crate's own tests may build a mock API on it, as
-    // example-operator's do, and regenerating must not take it away.
+    // example-operator's do.
     ("tower-test", r#""0.4.0""#),
     (
         "tracing-subscriber",
