@@ -1,6 +1,7 @@
 //! Apply-when-different: a child is written by server-side apply only when its cached copy
-//! lacks a field of the desired one, so a reconcile that finds nothing to change writes
-//! nothing, and nothing is read from the API server.
+//! lacks a field of the desired one, and a primary's status only when the status it was read
+//! with lacks one, so a reconcile that finds nothing to change writes nothing, and nothing is
+//! read from the API server.
 
 use std::fmt::Debug;
 
@@ -108,6 +109,34 @@ where
     Ok(api.patch(&name, &params, &Patch::Apply(&child)).await?)
 }
 
+/// Sets `obj`'s status to `desired` through the `/status` subresource of `api`, by a merge
+/// patch, when `live` (the status `obj` was read with) lacks a field of it; returns whether it
+/// wrote. A status write leaves `metadata.generation` alone, so it retriggers no controller
+/// that filters on the generation.
+///
+/// # Errors
+/// A status that does not serialize, or a write the API server refused.
+pub async fn patch_status<K>(
+    api: &Api<K>,
+    obj: &K,
+    live: &impl Serialize,
+    desired: &impl Serialize,
+) -> Result<bool, Error>
+where
+    K: Resource + Clone + Debug + DeserializeOwned,
+{
+    let desired = serde_json::to_value(desired)?;
+    if contains(&serde_json::to_value(live)?, &desired) {
+        return Ok(false);
+    }
+    let name = obj.meta().name.clone().ok_or(Error::Unnamed)?;
+    let patch = serde_json::json!({ "status": desired });
+    let params = PatchParams::default();
+    api.patch_status(&name, &params, &Patch::Merge(&patch))
+        .await?;
+    Ok(true)
+}
+
 #[cfg(test)]
 mod tests {
     use k8s_openapi::api::core::v1::ConfigMap;
@@ -118,7 +147,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::testing::mock_api;
+    use crate::testing::{holding, mock_api};
 
     #[test]
     fn fields_the_server_adds_are_no_difference_but_a_changed_or_missing_one_is() {
@@ -260,5 +289,37 @@ mod tests {
         assert!(matches!(refused, Err(Error::Unnamed)));
         drop(api);
         assert!(server.await.expect("the mock API server ran").is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_status_is_written_once_by_merge_patch_and_not_again_when_it_holds_every_field() {
+        use k8s_openapi::api::core::v1::{Pod, PodStatus};
+        let mut pod = Pod::default();
+        pod.metadata.name = Some("web".to_owned());
+        pod.metadata.namespace = Some("default".to_owned());
+        let (client, server) = mock_api(holding(&pod));
+        let api = Api::<Pod>::namespaced(client.clone(), "default");
+        let desired = PodStatus {
+            message: Some("scheduled".to_owned()),
+            ..PodStatus::default()
+        };
+        let wrote = patch_status(&api, &pod, &pod.status, &desired).await;
+        assert!(wrote.expect("written"));
+        let mut read = pod.clone();
+        read.status = Some(PodStatus {
+            phase: Some("Running".to_owned()),
+            ..desired.clone()
+        });
+        let again = patch_status(&api, &read, &read.status, &desired).await;
+        assert!(
+            !again.expect("nothing to write"),
+            "the server's own fields are no difference"
+        );
+        drop((api, client));
+        let seen = server.await.expect("the mock API server ran");
+        assert_eq!(seen.len(), 1, "one write: {seen:#?}");
+        assert_eq!(seen[0].method, http::Method::PATCH);
+        assert_eq!(seen[0].path(), "/api/v1/namespaces/default/pods/web/status");
+        assert_eq!(seen[0].body, json!({"status": {"message": "scheduled"}}));
     }
 }
