@@ -29,6 +29,8 @@
 //!   differs;
 //! - [`run`]: the run loop: leader election or the shard's terms, and in each term the
 //!   primary's watch, the relations a generated controller adds, and the controller over them;
+//! - [`triggers`]: what else makes a primary reconcile: a watched object that names it, and an
+//!   outside system, polled or sending;
 //! - [`lifecycle`]: what every reconcile goes through around the operator's hooks: the
 //!   shard's fence and drain, the finalizer, the condition, the failure count, metrics and an
 //!   Event;
@@ -77,6 +79,7 @@ pub mod shutdown;
 #[cfg(any(test, feature = "test-util"))]
 pub mod testing;
 pub mod traces;
+pub mod triggers;
 #[cfg(feature = "webhooks")]
 pub mod webhook_server;
 

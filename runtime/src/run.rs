@@ -77,6 +77,9 @@ pub struct Options<K: 'static> {
 /// is watched in the operator's namespace when it keeps to one, a cluster-scoped kind always
 /// cluster-wide.
 pub trait WatchScope {
+    /// Whether objects of this scope live in a namespace.
+    const NAMESPACED: bool;
+
     /// The API of `K`'s objects in `namespace`, or in every namespace.
     fn api<K>(client: Client, namespace: Option<&str>) -> Api<K>
     where
@@ -84,6 +87,8 @@ pub trait WatchScope {
 }
 
 impl WatchScope for NamespaceResourceScope {
+    const NAMESPACED: bool = true;
+
     fn api<K>(client: Client, namespace: Option<&str>) -> Api<K>
     where
         K: Resource<Scope = Self, DynamicType = ()>,
@@ -96,6 +101,8 @@ impl WatchScope for NamespaceResourceScope {
 }
 
 impl WatchScope for ClusterResourceScope {
+    const NAMESPACED: bool = false;
+
     fn api<K>(client: Client, _: Option<&str>) -> Api<K>
     where
         K: Resource<Scope = Self, DynamicType = ()>,

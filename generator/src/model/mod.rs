@@ -361,14 +361,8 @@ pub fn analyze(
         crd_yaml,
         crd_newer_than_1_20,
         webhooks,
-        uses_resource_ext: relations.owns.iter().any(|o| o.namespaced)
-            || relations
-                .watches
-                .iter()
-                .any(|w| w.rule != relations::MapKind::Field)
-            // `primary_api`, which every reconcile calls.
-            || namespaced
-            || status_helper,
+        // `apply_owned` into the owner's namespace, and `primary_api`.
+        uses_resource_ext: relations.owns.iter().any(|o| o.namespaced) || namespaced,
         has_sample,
         mock_tests: has_sample && owned_sample.is_some(),
         condition,

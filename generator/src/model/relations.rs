@@ -76,6 +76,15 @@ impl MapKind {
             Self::Field => "field",
         }
     }
+
+    /// The variant of `operator_gen_runtime::triggers::NamedBy` that maps this way.
+    fn named_by(self) -> &'static str {
+        match self {
+            Self::Label => "Label",
+            Self::Annotation => "Annotation",
+            Self::Field => "Field",
+        }
+    }
 }
 
 impl Serialize for MapKind {
@@ -88,6 +97,8 @@ impl Serialize for MapKind {
 pub struct Watched {
     pub related: Related,
     pub rule: MapKind,
+    /// `rule` as the runtime's `triggers::NamedBy` variant.
+    pub named_by: Constant,
     /// Label or annotation key, or a JSON pointer to the field.
     pub key: Text,
     /// Name of the constant holding it (`SECRET_LABEL`).
@@ -338,6 +349,7 @@ fn watch(
         metadata_only,
         key_const: naming::const_ident(&format!("{}_{suffix}", related.ident)),
         related,
+        named_by: Constant(rule.named_by()),
         rule,
         key: Text::new(key),
         source: Text::new(source),
