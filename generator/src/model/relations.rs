@@ -113,7 +113,11 @@ pub struct Watched {
 #[derive(Debug, Clone, Serialize)]
 pub struct External {
     pub name: Text,
-    pub ident: Ident,
+    /// The `Reconciler` hook that the outside system is reached through: `poll_<name>` for a
+    /// polled one, `<name>_events` for one that sends.
+    pub hook: Ident,
+    /// The function in controller.rs that turns the hook into a trigger stream.
+    pub stream_fn: Ident,
     pub channel: bool,
     pub interval_secs: u64,
 }
@@ -392,10 +396,16 @@ fn external(manifest: &Manifest, bad: Bad) -> Result<Vec<External>> {
                 "only `source: poll` has an interval".to_owned(),
             ));
         }
+        let channel = ext.source == ExternalSource::Channel;
+        let hook = match channel {
+            true => format!("{}_events", ext.name),
+            false => format!("poll_{}", ext.name),
+        };
         external.push(External {
             name: Text::new(ext.name.clone()),
-            ident: naming::snake_ident(&ext.name),
-            channel: ext.source == ExternalSource::Channel,
+            hook: naming::snake_ident(&hook),
+            stream_fn: naming::snake_ident(&format!("{}_stream", ext.name)),
+            channel,
             interval_secs: ext.interval.map_or(60, |d| d.as_secs().max(1)),
         });
     }
