@@ -294,9 +294,7 @@ mod tests {
     #[tokio::test]
     async fn a_status_is_written_once_by_merge_patch_and_not_again_when_it_holds_every_field() {
         use k8s_openapi::api::core::v1::{Pod, PodStatus};
-        let mut pod = Pod::default();
-        pod.metadata.name = Some("web".to_owned());
-        pod.metadata.namespace = Some("default".to_owned());
+        let pod = crate::conditions::tests::pod();
         let (client, server) = mock_api(holding(&pod));
         let api = Api::<Pod>::namespaced(client.clone(), "default");
         let desired = PodStatus {

@@ -218,9 +218,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_server_holding_one_object_returns_it_finds_nothing_else_and_echoes_writes() {
-        let mut pod = Pod::default();
-        pod.metadata.name = Some("web".to_owned());
-        pod.metadata.namespace = Some("default".to_owned());
+        let pod = crate::conditions::tests::pod();
         let (client, server) = mock_api(holding(&pod));
         let pods = Api::<Pod>::namespaced(client.clone(), "default");
         let read = pods.get("web").await.expect("held");
