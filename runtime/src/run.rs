@@ -375,14 +375,17 @@ where
 struct Changes<K: 'static>(&'static [fn(&K) -> Option<u64>]);
 
 impl<K> Predicate<K> for Changes<K> {
+    /// Called for every event of the primary's watch, so it hashes as it goes, allocating
+    /// nothing.
     fn hash_property(&self, obj: &K) -> Option<u64> {
-        let values: Vec<Option<u64>> = self.0.iter().map(|change| change(obj)).collect();
-        if values.iter().all(Option::is_none) {
-            return None;
-        }
         let mut hasher = DefaultHasher::new();
-        values.hash(&mut hasher);
-        Some(hasher.finish())
+        let mut described = false;
+        for change in self.0 {
+            let value = change(obj);
+            described |= value.is_some();
+            value.hash(&mut hasher);
+        }
+        described.then(|| hasher.finish())
     }
 }
 
