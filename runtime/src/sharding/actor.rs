@@ -134,8 +134,8 @@ struct Watches {
     failed_at: Option<Instant>,
     /// When the Leases' watch last brought news before the outage it came back from, until a
     /// renewal is seen after it: a server just back may answer the sharder's list seconds
-    /// before it answers the replicas' renewals, so the Leases start afresh again then, and
-    /// none is taken over before.
+    /// before it answers the replicas' renewals, so the Leases start afresh again then (with
+    /// two durations each until renewed), and none is taken over before.
     recovering_since: Option<Instant>,
     /// Whether the membership became current again since the last decision: every object is
     /// then looked at, also those that came while it was not.
@@ -454,10 +454,14 @@ mod tests {
         assert!(state.decide(&mut sharder).is_empty());
         assert_eq!(sharder.shards(), ["op-a", "op-b"]);
         assert!(state.takeovers(&sharder, back).is_empty());
-        // op-b that never renews is still found out, one duration later, and taken over.
-        let renewed = back + Duration::from_secs(5);
-        state.lease_event(&mut sharder, Ok(Event::Apply(lease("op-a", 165))), renewed);
-        let expired = back + Duration::from_secs(10);
+        // op-b that never renews is still found out, two durations later, and taken over.
+        for at in [5, 10, 15] {
+            let renewed = back + Duration::from_secs(at);
+            let lease = lease("op-a", 160 + i64::try_from(at).expect("small"));
+            state.lease_event(&mut sharder, Ok(Event::Apply(lease)), renewed);
+            assert!(state.takeovers(&sharder, renewed).is_empty());
+        }
+        let expired = back + Duration::from_secs(20);
         let takeovers = state.takeovers(&sharder, expired);
         assert_eq!(takeovers.len(), 1);
         assert_eq!(takeovers[0].0, "op-b");
@@ -482,19 +486,41 @@ mod tests {
         let slow = back + Duration::from_secs(20);
         assert!(state.takeovers(&sharder, slow).is_empty());
         // op-a's first renewal starts every Lease afresh; op-b, which never renews, is taken
-        // over one duration after that.
-        state.lease_event(&mut sharder, Ok(Event::Apply(lease("op-a", 150))), slow);
+        // over two durations after that.
+        for at in [0, 8, 16] {
+            let renewed = slow + Duration::from_secs(at);
+            let lease = lease("op-a", 150 + i64::try_from(at).expect("small"));
+            state.lease_event(&mut sharder, Ok(Event::Apply(lease)), renewed);
+        }
         assert!(
             state
-                .takeovers(&sharder, slow + Duration::from_secs(9))
+                .takeovers(&sharder, slow + Duration::from_secs(19))
                 .is_empty()
         );
-        state.lease_event(
-            &mut sharder,
-            Ok(Event::Apply(lease("op-a", 158))),
-            slow + Duration::from_secs(8),
-        );
-        let takeovers = state.takeovers(&sharder, slow + Duration::from_secs(10));
+        let takeovers = state.takeovers(&sharder, slow + Duration::from_secs(20));
+        let names: Vec<&str> = takeovers.iter().map(|(name, _)| name.as_str()).collect();
+        assert_eq!(names, ["op-b"]);
+    }
+
+    #[test]
+    fn a_replica_whose_renewals_come_back_a_lease_after_anothers_keeps_its_objects() {
+        let start = Instant::now();
+        let (mut state, mut sharder) = listed(start, 100);
+        state.lease_event(&mut sharder, Err(failure()), start + Duration::from_secs(1));
+        // The server is back at 60 s. op-a renews at once; op-b's first try waits out its
+        // timeout against a server not answering yet, and renews 12 s later.
+        let back = start + Duration::from_secs(60);
+        state.lease_event(&mut sharder, Ok(Event::Apply(lease("op-a", 160))), back);
+        let lagging = back + Duration::from_secs(12);
+        state.lease_event(&mut sharder, Ok(Event::Apply(lease("op-a", 168))), lagging);
+        assert!(state.takeovers(&sharder, lagging).is_empty());
+        state.lease_event(&mut sharder, Ok(Event::Apply(lease("op-b", 172))), lagging);
+        assert!(state.decide(&mut sharder).is_empty());
+        assert_eq!(sharder.shards(), ["op-a", "op-b"]);
+        // From its renewal on, op-b's Lease lasts one duration again.
+        let quiet = lagging + Duration::from_secs(10);
+        state.lease_event(&mut sharder, Ok(Event::Apply(lease("op-a", 176))), quiet);
+        let takeovers = state.takeovers(&sharder, quiet);
         let names: Vec<&str> = takeovers.iter().map(|(name, _)| name.as_str()).collect();
         assert_eq!(names, ["op-b"]);
     }

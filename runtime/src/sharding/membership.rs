@@ -18,6 +18,20 @@ struct Observation {
     duration: Duration,
     /// When, on the sharder's clock, the Lease was last seen to change.
     changed: Instant,
+    /// Whether the Lease has not been renewed since an outage: it is then live for two
+    /// durations (see [`Membership::resync`]).
+    unrenewed_since_outage: bool,
+}
+
+impl Observation {
+    /// How long past `changed` the Lease is live.
+    fn lifetime(&self) -> Duration {
+        if self.unrenewed_since_outage {
+            self.duration.saturating_mul(2)
+        } else {
+            self.duration
+        }
+    }
 }
 
 /// Which shards are live, as the sharder has seen their Leases.
@@ -26,9 +40,9 @@ struct Observation {
 /// (as client-go's leader election does), so no two clocks need to agree. A shard is live
 /// until its Lease has gone unchanged for its duration; then the sharder takes the Lease over
 /// ([`Membership::expired`]), and the shard leaves the ring when the Lease is gone. After an
-/// outage, [`Membership::resync`]
-/// starts every Lease's duration again: an API server that was unreachable for longer than a
-/// Lease kept the replicas from renewing, and must not make the sharder move every object.
+/// outage, [`Membership::resync`] starts every Lease's duration again, and gives it a second
+/// one for a renewal that lags: an API server that was unreachable for longer than a Lease
+/// kept the replicas from renewing, and must not make the sharder move every object.
 #[derive(Debug, Clone, Default)]
 pub struct Membership {
     leases: BTreeMap<String, Observation>,
@@ -57,6 +71,7 @@ impl Membership {
             renewed,
             duration,
             changed: now,
+            unrenewed_since_outage: false,
         };
         match self.leases.get_mut(&name) {
             Some(last) if last.holder == seen.holder && last.renewed == seen.renewed => {
@@ -81,25 +96,30 @@ impl Membership {
         self.leases.retain(|name, _| keep(name));
     }
 
-    /// Treats every Lease that was live at `failed_at` as seen to change at `now`: after the
-    /// sharder could not watch them, it cannot tell a replica that stopped renewing from one
-    /// that could not reach the API server either. A Lease already expired when the watch
-    /// failed stays expired.
+    /// Treats every Lease that was live at `failed_at` as seen to change at `now`, and gives it
+    /// two durations from then until it is renewed: after the sharder could not watch them, it
+    /// cannot tell a replica that stopped renewing from one that could not reach the API server
+    /// either. The second duration is for a replica whose first renewal after the outage went to
+    /// a server not answering yet: it waits out its renewal's timeout and a retry, nearly a
+    /// whole Lease, before it renews, while another replica may have renewed at once. A Lease
+    /// already expired when the watch failed stays expired.
     pub fn resync(&mut self, failed_at: Instant, now: Instant) {
         for lease in self.leases.values_mut() {
             if lease.holder.is_some()
-                && failed_at.saturating_duration_since(lease.changed) < lease.duration
+                && failed_at.saturating_duration_since(lease.changed) < lease.lifetime()
             {
                 lease.changed = now;
+                lease.unrenewed_since_outage = true;
             }
         }
     }
 
     /// Whether `shard` is live at `now`: its Lease is held and was renewed within its
-    /// duration.
+    /// duration (two, just after an outage).
     pub fn is_live(&self, shard: &str, now: Instant) -> bool {
         self.leases.get(shard).is_some_and(|lease| {
-            lease.holder.is_some() && now.saturating_duration_since(lease.changed) < lease.duration
+            lease.holder.is_some()
+                && now.saturating_duration_since(lease.changed) < lease.lifetime()
         })
     }
 
@@ -140,7 +160,7 @@ impl Membership {
         self.leases
             .iter()
             .filter(|(shard, _)| self.is_live(shard, now))
-            .map(|(_, lease)| lease.changed + lease.duration)
+            .map(|(_, lease)| lease.changed + lease.lifetime())
             .min()
     }
 }
@@ -268,9 +288,29 @@ mod tests {
         let back = start + Duration::from_secs(30);
         members.resync(start + Duration::from_secs(2), back);
         members.observe(&lease("op-a", 100), back);
-        assert_eq!(members.live(back + Duration::from_secs(9)), ["op-a"]);
-        // A replica that really stopped is still found out one duration later.
-        assert!(members.live(back + Duration::from_secs(10)).is_empty());
+        assert_eq!(members.live(back + Duration::from_secs(19)), ["op-a"]);
+        // A replica that really stopped is still found out, two durations later.
+        assert!(members.live(back + Duration::from_secs(20)).is_empty());
+    }
+
+    #[test]
+    fn a_lease_renewed_after_an_outage_lasts_one_duration_again() {
+        let start = Instant::now();
+        let mut members = Membership::default();
+        members.observe(&lease("op-a", 100), start);
+        let back = start + Duration::from_secs(30);
+        members.resync(start + Duration::from_secs(2), back);
+        assert_eq!(
+            members.next_expiry(back),
+            Some(back + Duration::from_secs(20))
+        );
+        let renewed = back + Duration::from_secs(8);
+        members.observe(&lease("op-a", 138), renewed);
+        assert_eq!(
+            members.next_expiry(renewed),
+            Some(renewed + Duration::from_secs(10))
+        );
+        assert!(members.live(renewed + Duration::from_secs(10)).is_empty());
     }
 
     #[test]

@@ -19,8 +19,9 @@
 //!   assign it again: no object is reconciled by two replicas at once. An object of a shard
 //!   whose Lease is gone needs no handshake: that replica stopped, or fenced itself first.
 //! - **Outages.** While the sharder cannot watch the Leases it moves nothing, and when the
-//!   watch answers again every Lease that was live when it last brought news starts its
-//!   duration afresh: an API server away for longer than a Lease reshuffles nothing.
+//!   watch answers again every Lease that was live when it last brought news starts afresh,
+//!   with two durations until its first renewal: an API server away for longer than a Lease
+//!   reshuffles nothing, even when one replica's renewals come back later than another's.
 //!
 //! The decisions ([`Sharder`], [`Decision`], [`Membership`], [`Fence`]) are pure and tested
 //! here; `cargo xtask e2e` proves the protocol on a real API server. The watches and writes

@@ -65,8 +65,8 @@ impl Sharder {
         self.membership.forget(lease);
     }
 
-    /// The Leases' watch, which failed at `failed_at`, is back: every Lease live then gets a
-    /// fresh duration (see [`Membership::resync`]).
+    /// The Leases' watch, which failed at `failed_at`, is back: every Lease live then starts
+    /// afresh (see [`Membership::resync`]).
     pub fn resync(&mut self, failed_at: Instant, now: Instant) {
         self.membership.resync(failed_at, now);
     }
