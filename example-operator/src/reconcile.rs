@@ -226,12 +226,8 @@ mod tests {
     async fn first_reconcile_applies_the_child_and_the_second_writes_nothing() {
         let (service, handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
         let ctx = Arc::new(Context::new(kube::Client::new(service, "default")));
-        let caches = ctx
-            .take_child_writers()
-            .expect("nothing feeds the caches yet");
-        caches
-            .config_map
-            .apply_watcher_event(&watcher::Event::InitDone);
+        let cache = &ctx.children.config_map;
+        cache.apply_watcher_event(&watcher::Event::InitDone);
         let applied = serde_json::to_value(rule_config_map(&rule()).unwrap()).unwrap();
         let mut live = applied.clone();
         live["metadata"]["resourceVersion"] = json!("12");
@@ -250,9 +246,7 @@ mod tests {
             .await
             .unwrap();
         let cached: ConfigMap = serde_json::from_value(live.clone()).unwrap();
-        caches
-            .config_map
-            .apply_watcher_event(&watcher::Event::Apply(cached));
+        cache.apply_watcher_event(&watcher::Event::Apply(cached));
         operator
             .apply(Arc::new(rule()), Arc::clone(&ctx))
             .await

@@ -1,11 +1,12 @@
 //! The operator's caches (kube's reflector stores) beyond what kube gives: a writing half that
-//! outlives one leadership term, how many objects each cache holds, as a metric, and what a
-//! cached object need not keep.
+//! outlives one leadership term ([`Feed`]), a child kind's cache with it ([`Cache`]), how many
+//! objects each cache holds, as a metric, and what a cached object need not keep.
 
 use std::{
     collections::BTreeMap,
     future::Future,
     hash::Hash,
+    ops::Deref,
     sync::{
         Arc, Mutex, Weak,
         atomic::{AtomicU64, Ordering},
@@ -16,7 +17,7 @@ use futures::{Stream, StreamExt};
 use kube::{
     Resource,
     runtime::{
-        reflector::{Store, store::Writer},
+        reflector::{self, Store, store::Writer},
         watcher,
     },
 };
@@ -115,6 +116,79 @@ where
             // The sender lives as long as the feed; a dropped feed feeds nothing more.
             let _ = listed.wait_for(|listed| *listed).await;
         }
+    }
+}
+
+/// The cache of one kind an operator owns, kept across leadership terms: the store that
+/// reconciles read, which it dereferences to, and the [`Feed`] through which each term's watch
+/// of that kind (`run::Watches::owned`) fills it. Clones share the cache.
+pub struct Cache<K>
+where
+    K: Resource + Clone + 'static,
+    K::DynamicType: Eq + Hash + Clone,
+{
+    store: Store<K>,
+    feed: Feed<K>,
+}
+
+impl<K> Default for Cache<K>
+where
+    K: Resource + Clone + 'static,
+    K::DynamicType: Eq + Hash + Clone + Default,
+{
+    fn default() -> Self {
+        let (store, writer) = reflector::store();
+        Self {
+            store,
+            feed: writer.into(),
+        }
+    }
+}
+
+impl<K> Clone for Cache<K>
+where
+    K: Resource + Clone + 'static,
+    K::DynamicType: Eq + Hash + Clone,
+{
+    fn clone(&self) -> Self {
+        Self {
+            store: self.store.clone(),
+            feed: self.feed.clone(),
+        }
+    }
+}
+
+impl<K> Deref for Cache<K>
+where
+    K: Resource + Clone + 'static,
+    K::DynamicType: Eq + Hash + Clone,
+{
+    type Target = Store<K>;
+
+    fn deref(&self) -> &Store<K> {
+        &self.store
+    }
+}
+
+impl<K> Cache<K>
+where
+    K: Resource + Clone + 'static,
+    K::DynamicType: Eq + Hash + Clone,
+{
+    /// The writing half, for a watch to fill the cache through.
+    pub fn feed(&self) -> &Feed<K> {
+        &self.feed
+    }
+
+    /// Resolves once the cache holds a complete list (see [`Feed::listed`]).
+    pub fn listed(&self) -> impl Future<Output = ()> + Send + Sync + 'static {
+        self.feed.listed()
+    }
+
+    /// Applies one watch event to the cache, as its watch does; for tests that fill a cache
+    /// by hand.
+    pub fn apply_watcher_event(&self, event: &watcher::Event<K>) {
+        self.feed.apply_watcher_event(event);
     }
 }
 
@@ -332,6 +406,26 @@ mod tests {
             .await
             .expect("woken by this term's list")
             .expect("joined");
+    }
+
+    #[tokio::test]
+    async fn a_cache_reads_what_its_feed_was_given_and_clones_share_it() {
+        let cache = Cache::<ConfigMap>::default();
+        let shared = cache.clone();
+        let listed = tokio::spawn(shared.listed());
+        shared.apply_watcher_event(&watcher::Event::Init);
+        shared.apply_watcher_event(&watcher::Event::InitApply(config_map("a")));
+        cache.feed().apply_watcher_event(&watcher::Event::InitDone);
+        tokio::time::timeout(std::time::Duration::from_secs(5), listed)
+            .await
+            .expect("a clone's waiter wakes")
+            .expect("joined");
+        let names: Vec<_> = cache
+            .state()
+            .iter()
+            .map(|cm| cm.metadata.name.clone())
+            .collect();
+        assert_eq!(names, [Some("a".to_owned())]);
     }
 
     #[tokio::test]

@@ -31,6 +31,8 @@
 //!   primary's watch, the relations a generated controller adds, and the controller over them;
 //! - [`triggers`]: what else makes a primary reconcile: a watched object that names it, and an
 //!   outside system, polled or sending;
+//! - [`error`]: what a reconcile fails with, transient or permanent: every generated crate's
+//!   `Error`;
 //! - [`lifecycle`]: what every reconcile goes through around the operator's hooks: the
 //!   shard's fence and drain, the finalizer, the condition, the failure count, metrics and an
 //!   Event;
@@ -65,6 +67,7 @@ pub mod conditions;
 #[cfg(feature = "webhooks")]
 pub mod conversion;
 pub mod endpoints;
+pub mod error;
 pub mod events;
 pub mod failures;
 pub mod leader;

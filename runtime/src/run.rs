@@ -17,7 +17,7 @@ use std::{
     fmt::Debug,
     future::Future,
     hash::{DefaultHasher, Hash, Hasher},
-    sync::Arc,
+    sync::{Arc, Mutex},
     time::Duration,
 };
 
@@ -28,7 +28,7 @@ use kube::{
     runtime::{
         Controller, Predicate, PredicateConfig, WatchStreamExt,
         controller::{self, Action},
-        reflector::{self, ObjectRef},
+        reflector::{self, ObjectRef, Store},
         watcher,
     },
 };
@@ -37,7 +37,7 @@ use serde::{Serialize, de::DeserializeOwned};
 use crate::{
     apply::MANAGED_BY_LABEL,
     backoff::{self, RetryExt as _},
-    cache::{Feed, FeedExt as _, forget_unread_fields},
+    cache::{Cache, Counted, FeedExt as _, forget_unread_fields},
     endpoints,
     leader::{self, Election},
     lifecycle::{Lifecycle, ReconcileError},
@@ -141,22 +141,29 @@ pub struct Watches<'a> {
     metrics: &'a Arc<Metrics>,
     namespace: Option<&'a str>,
     managed: watcher::Config,
+    /// The owned kinds' caches, counted in the metrics for this term.
+    counted: Mutex<Vec<Counted>>,
 }
 
 impl Watches<'_> {
     /// The children of kind `C` this operator manages (by [`MANAGED_BY_LABEL`], and on this
-    /// replica's shard with `--sharding`), cached in `feed` before the reconcile they
-    /// trigger: for `Controller::owns_stream`.
+    /// replica's shard with `--sharding`), put in `cache` before the reconcile they trigger:
+    /// for `Controller::owns_stream`. The cache's size is served as a metric for the term.
     pub fn owned<C: Watched>(
         &self,
-        feed: Feed<C>,
+        cache: &Cache<C>,
     ) -> impl Stream<Item = Result<C, watcher::Error>> + Send + 'static {
         let kind = C::kind(&());
+        let counted = self.metrics.count_cache(&kind, Store::clone(cache));
+        self.counted
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .push(counted);
         watcher(self.api(), self.managed.clone())
             .retried()
             .inspect(self.metrics.listing(&kind))
             .modify(forget_unread_fields)
-            .reflect_into(feed)
+            .reflect_into(cache.feed().clone())
             .touched_objects()
     }
 
@@ -340,6 +347,7 @@ where
             metrics: self.metrics,
             namespace: self.namespace,
             managed,
+            counted: Mutex::default(),
         }
     }
 }
