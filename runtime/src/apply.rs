@@ -147,7 +147,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::testing::{holding, mock_api};
+    use crate::testing::{assert_owned_apply, holding, mock_api};
 
     #[test]
     fn fields_the_server_adds_are_no_difference_but_a_changed_or_missing_one_is() {
@@ -207,14 +207,8 @@ mod tests {
             2,
             "the unchanged child is not written: {seen:#?}"
         );
-        assert!(seen.iter().all(|s| s.method == http::Method::PATCH));
-        let query = seen[0].uri.query().unwrap_or_default();
-        assert!(query.contains("fieldManager=my-operator") && query.contains("force=true"));
-        let body = &seen[0].body;
-        assert_eq!(body["metadata"]["labels"][MANAGED_BY_LABEL], "my-operator");
-        let owner_ref = &body["metadata"]["ownerReferences"][0];
-        assert_eq!(owner_ref["name"], "owner");
-        assert_eq!(owner_ref["controller"], true);
+        assert_owned_apply(&seen[0], &owner(), &child("1"), "my-operator");
+        assert_owned_apply(&seen[1], &owner(), &child("2"), "my-operator");
         assert_eq!(seen[1].body["data"]["key"], "2");
     }
 

@@ -84,6 +84,12 @@ pub trait WatchScope {
     fn api<K>(client: Client, namespace: Option<&str>) -> Api<K>
     where
         K: Resource<Scope = Self, DynamicType = ()>;
+
+    /// The API that `obj` is written through: its own namespace's, or the cluster-wide one;
+    /// none for a namespaced object without a namespace.
+    fn api_of<K>(client: Client, obj: &K) -> Option<Api<K>>
+    where
+        K: Resource<Scope = Self, DynamicType = ()>;
 }
 
 impl WatchScope for NamespaceResourceScope {
@@ -98,6 +104,14 @@ impl WatchScope for NamespaceResourceScope {
             None => Api::all(client),
         }
     }
+
+    fn api_of<K>(client: Client, obj: &K) -> Option<Api<K>>
+    where
+        K: Resource<Scope = Self, DynamicType = ()>,
+    {
+        let namespace = obj.meta().namespace.as_deref()?;
+        Some(Api::namespaced(client, namespace))
+    }
 }
 
 impl WatchScope for ClusterResourceScope {
@@ -109,6 +123,25 @@ impl WatchScope for ClusterResourceScope {
     {
         Api::all(client)
     }
+
+    fn api_of<K>(client: Client, _: &K) -> Option<Api<K>>
+    where
+        K: Resource<Scope = Self, DynamicType = ()>,
+    {
+        Some(Api::all(client))
+    }
+}
+
+/// The API that `obj` is written through (see [`WatchScope::api_of`]); a namespaced object
+/// without a namespace is a permanent error: it cannot be written until it changes.
+pub fn object_api<K: Watched>(client: &Client, obj: &K) -> Result<Api<K>, crate::error::Error> {
+    <K::Scope as WatchScope>::api_of(client.clone(), obj).ok_or_else(|| {
+        crate::error::Error::Permanent(format!(
+            "{} {} has no namespace",
+            K::kind(&()),
+            obj.meta().name.as_deref().unwrap_or_default()
+        ))
+    })
 }
 
 /// A kind a controller can watch.
@@ -422,6 +455,22 @@ mod tests {
         pod.metadata.finalizers = Some(finalizers.iter().map(|f| (*f).to_owned()).collect());
         pod.metadata.labels = Some([("app".to_owned(), label.to_owned())].into());
         pod
+    }
+
+    #[tokio::test]
+    async fn an_object_is_written_in_its_own_namespace_or_cluster_wide_by_its_scope() {
+        let client = crate::testing::offline_client();
+        let mut pod = pod(None, &[], "a");
+        pod.metadata.name = Some("web".to_owned());
+        let error = object_api(&client, &pod).expect_err("a pod without namespace");
+        assert!(!crate::Retryable::is_transient(&error), "{error}");
+        assert_eq!(error.to_string(), "Pod web has no namespace");
+        pod.metadata.namespace = Some("team-a".to_owned());
+        let api = object_api(&client, &pod).expect("namespaced");
+        assert_eq!(api.resource_url(), "/api/v1/namespaces/team-a/pods");
+        let node = Node::default();
+        let api = object_api(&client, &node).expect("cluster-scoped");
+        assert_eq!(api.resource_url(), "/api/v1/nodes");
     }
 
     #[test]

@@ -104,6 +104,41 @@ where
     }
 }
 
+/// Asserts that `seen` is what [`crate::apply::apply_owned`] sends for `child`: a server-side
+/// apply to the child's own path, forced, as `field_manager`, labelled as managed by it, with
+/// `owner` as the child's only owner and its controller.
+pub fn assert_owned_apply<P, C>(seen: &Seen, owner: &P, child: &C, field_manager: &str)
+where
+    P: Resource<DynamicType = ()>,
+    C: Resource<DynamicType = ()>,
+{
+    let meta = child.meta();
+    let name = meta.name.as_deref().unwrap_or_default();
+    let path = format!("{}/{name}", C::url_path(&(), meta.namespace.as_deref()));
+    assert_eq!((&seen.method, seen.path()), (&Method::PATCH, path.as_str()));
+    let query = seen.uri.query().unwrap_or_default();
+    let manager = format!("fieldManager={field_manager}");
+    assert!(
+        query.contains(&manager) && query.contains("force=true"),
+        "{query}"
+    );
+    let labels = &seen.body["metadata"]["labels"];
+    assert_eq!(
+        labels[crate::apply::MANAGED_BY_LABEL],
+        field_manager,
+        "{labels}"
+    );
+    let owner_meta = owner.meta();
+    let owners = json!([{
+        "apiVersion": P::api_version(&()),
+        "kind": P::kind(&()),
+        "name": owner_meta.name,
+        "uid": owner_meta.uid,
+        "controller": true
+    }]);
+    assert_eq!(seen.body["metadata"]["ownerReferences"], owners);
+}
+
 /// The body of the API server's 404.
 pub fn not_found() -> Value {
     status(404, "NotFound", "not found")

@@ -95,9 +95,6 @@ pub struct Operator {
     pub external: Vec<External>,
     /// Primary-stream predicates, as `kube::runtime::predicates` function names.
     pub predicates: Vec<Constant>,
-    /// Whether the generated code calls `ResourceExt` methods; decided here so a crate with
-    /// fewer relations compiles without an unused import.
-    pub uses_resource_ext: bool,
     /// Whether `Context::patch_status` is generated: the primary has a typed status behind a
     /// `/status` subresource.
     pub status_helper: bool,
@@ -332,7 +329,6 @@ pub fn analyze(
     let predicates = policy::predicates(manifest, manifest.sharding);
     let mut warnings = facts.warnings.clone();
     warnings.extend(relations.warnings.iter().cloned());
-    let namespaced = primary.namespaced;
     let monitoring =
         monitoring::monitoring(&crate_name, &namespace, webhooks.is_some()).map_err(|e| {
             Error::Template {
@@ -361,8 +357,6 @@ pub fn analyze(
         crd_yaml,
         crd_newer_than_1_20,
         webhooks,
-        // `apply_owned` into the owner's namespace, and `primary_api`.
-        uses_resource_ext: relations.owns.iter().any(|o| o.namespaced) || namespaced,
         has_sample,
         mock_tests: has_sample && owned_sample.is_some(),
         condition,
