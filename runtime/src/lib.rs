@@ -31,6 +31,9 @@
 //!   primary's watch, the relations a generated controller adds, and the controller over them;
 //! - [`triggers`]: what else makes a primary reconcile: a watched object that names it, and an
 //!   outside system, polled or sending;
+//! - [`context`]: what every reconcile of an operator shares, built from the operator's
+//!   description, and the helpers a reconcile calls: apply a child, write the status or the
+//!   condition;
 //! - [`error`]: what a reconcile fails with, transient or permanent: every generated crate's
 //!   `Error`;
 //! - [`lifecycle`]: what every reconcile goes through around the operator's hooks: the
@@ -64,6 +67,7 @@ pub mod cache;
 pub mod certificates;
 pub mod client;
 pub mod conditions;
+pub mod context;
 #[cfg(feature = "webhooks")]
 pub mod conversion;
 pub mod endpoints;

@@ -95,9 +95,6 @@ pub struct Operator {
     pub external: Vec<External>,
     /// Primary-stream predicates, as `kube::runtime::predicates` function names.
     pub predicates: Vec<Constant>,
-    /// Whether `Context::patch_status` is generated: the primary has a typed status behind a
-    /// `/status` subresource.
-    pub status_helper: bool,
     /// The condition the operator writes into the primary's `status.conditions`, when the
     /// manifest asks for one.
     pub condition: Option<OwnCondition>,
@@ -361,7 +358,6 @@ pub fn analyze(
         mock_tests: has_sample && owned_sample.is_some(),
         condition,
         owned_sample,
-        status_helper,
         cached_kinds: 1 + relations.owns.len(),
         watches_metadata: relations.watches.iter().any(|w| w.metadata_only),
         sharding: manifest.sharding,

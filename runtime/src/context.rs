@@ -1,0 +1,331 @@
+//! The context every reconcile of an operator shares: its client, metrics, settings, Event
+//! recorder and owned children's caches, and the lifecycle around its hooks. A generated crate
+//! describes its operator once ([`Operator`]) and names `Context<ThatOperator>` its
+//! `Context`; the helpers a reconcile calls (apply a child, write the status or the condition)
+//! are written here, once.
+
+use std::sync::Arc;
+
+use kube::{
+    Api, Client, Resource, ResourceExt,
+    core::{ClusterResourceScope, NamespaceResourceScope, object::HasStatus},
+    runtime::{events::Recorder, reflector::ObjectRef},
+};
+use serde::Serialize;
+
+use crate::{
+    apply,
+    cache::Cache,
+    conditions,
+    error::{Error, Result},
+    failures::Backoff,
+    lifecycle::{self, Lifecycle},
+    metrics::{Metrics, ReadyWhen},
+    run::{self, Watched},
+    settings::Common,
+};
+
+/// An operator, as its generated crate describes it to the runtime: its kinds, its flags and
+/// what its `operator.yaml` says about every reconcile.
+pub trait Operator: 'static {
+    /// The kind it reconciles.
+    type Primary: Watched + Serialize;
+    /// Its flags.
+    type Settings: Send + Sync;
+    /// The caches of the kinds it owns; `()` when it owns none.
+    type Children: Default + Send + Sync;
+
+    /// Its name: field manager, Lease, and the value of the managed-by label on its children.
+    const NAME: &'static str;
+    /// The per-object backoff after failed reconciles.
+    const BACKOFF: Backoff;
+    /// When a replica is ready.
+    const READY_WHEN: ReadyWhen;
+    /// The finalizer it holds on every primary, if it cleans up outside the cluster.
+    const FINALIZER: Option<&'static str> = None;
+    /// The condition it keeps in `status.conditions`, if any.
+    const CONDITION: Option<conditions::Spec> = None;
+
+    /// The settings the environment gives, without flags: what [`Context::new`] runs with.
+    fn settings_from_env() -> Self::Settings;
+
+    /// The flags every operator takes, among its settings.
+    fn common(settings: &Self::Settings) -> &Common;
+}
+
+/// A kind an operator owns, with its cache among the operator's children `C`: what
+/// [`Context::apply_owned`] compares a child with before it writes.
+pub trait CachedIn<C>: Watched + Serialize {
+    /// The cache of this kind.
+    fn cache(children: &C) -> &Cache<Self>;
+}
+
+/// Everything a reconcile of operator `O` needs, shared by all of them.
+pub struct Context<O: Operator> {
+    /// Client for the Kubernetes API.
+    pub client: Client,
+    /// Reconcile metrics and readiness, served by [`crate::endpoints`].
+    pub metrics: Arc<Metrics>,
+    /// How the operator runs: its flags, or their environment variables.
+    pub settings: O::Settings,
+    /// Publishes Kubernetes Events about reconcile outcomes.
+    pub recorder: Recorder,
+    /// Caches of the owned children, which reconciles read instead of the API server.
+    pub children: O::Children,
+    /// What every reconcile goes through around the hooks: the shard's fence and drain, the
+    /// finalizer, the condition, the failure count and backoff, metrics and Events.
+    lifecycle: Lifecycle<O::Primary>,
+}
+
+impl<O: Operator> AsRef<Lifecycle<O::Primary>> for Context<O> {
+    fn as_ref(&self) -> &Lifecycle<O::Primary> {
+        &self.lifecycle
+    }
+}
+
+impl<O: Operator> Context<O> {
+    /// A context around `client`, with the settings the environment gives; ready once the
+    /// watches have listed everything.
+    pub fn new(client: Client) -> Self {
+        Self::with_settings(client, O::settings_from_env())
+    }
+
+    /// A context around `client` that runs with `settings`.
+    pub fn with_settings(client: Client, settings: O::Settings) -> Self {
+        let pod_name = O::common(&settings).pod_name.clone();
+        let recorder = lifecycle::recorder(client.clone(), O::NAME, pod_name);
+        let metrics = Arc::new(Metrics::new(O::READY_WHEN));
+        let mut lifecycle = Lifecycle::new(Arc::clone(&metrics), recorder.clone(), O::BACKOFF);
+        if let Some(finalizer) = O::FINALIZER {
+            lifecycle = lifecycle.with_finalizer(finalizer);
+        }
+        if let Some(condition) = O::CONDITION {
+            lifecycle = lifecycle.with_condition(condition, O::NAME);
+        }
+        Self {
+            client,
+            metrics,
+            settings,
+            recorder,
+            children: O::Children::default(),
+            lifecycle,
+        }
+    }
+
+    /// Consecutive failed reconciles of `key` so far.
+    pub fn failure_count(&self, key: &ObjectRef<O::Primary>) -> u32 {
+        self.lifecycle.failure_count(key)
+    }
+
+    /// What every reconcile goes through around the operator's hooks.
+    pub fn lifecycle(&self) -> &Lifecycle<O::Primary> {
+        &self.lifecycle
+    }
+
+    /// Sets `obj`'s status to `status` through the `/status` subresource, writing only when a
+    /// field differs from the status `obj` already has; returns whether it wrote. A status
+    /// write leaves `metadata.generation` alone, so it does not retrigger the controller.
+    pub async fn patch_status(
+        &self,
+        obj: &O::Primary,
+        status: &<O::Primary as HasStatus>::Status,
+    ) -> Result<bool>
+    where
+        O::Primary: HasStatus<Status: Serialize>,
+    {
+        let api = run::object_api(&self.client, obj)?;
+        Ok(apply::patch_status(&api, obj, &obj.status(), status).await?)
+    }
+
+    /// Sets the operator's condition on `obj`, writing only when its status, reason, message
+    /// or observed generation changed; returns whether it wrote, and `false` for an operator
+    /// that keeps none. Called during a reconcile, it takes the place of the outcome the
+    /// reconcile would record: the condition is written once. `message` may be empty; the API
+    /// server is given `reason` in its place, because Kubernetes 1.20 reads an empty string
+    /// as null and refuses the write.
+    pub async fn set_condition(
+        &self,
+        obj: &O::Primary,
+        ok: bool,
+        reason: &str,
+        message: &str,
+    ) -> Result<bool> {
+        let api = run::object_api(&self.client, obj)?;
+        Ok(self
+            .lifecycle
+            .set_condition(&api, obj, ok, reason, message)
+            .await?)
+    }
+
+    /// The last error of a write of the operator's condition, for a test that waits for it in
+    /// vain.
+    pub fn last_status_error(&self) -> Option<String> {
+        self.lifecycle.conditions().and_then(|c| c.last_error())
+    }
+
+    /// Server-side applies `child` in `owner`'s namespace (unless it names its own) with a
+    /// controller ownerReference to `owner`, so it is garbage-collected with it and its
+    /// changes trigger a reconcile.
+    ///
+    /// The cached child is compared first, and when it already holds every field of `child`
+    /// nothing is written, which keeps a repeated reconcile from writing at all. Nothing is
+    /// read from the API server.
+    pub async fn apply_owned<C>(&self, owner: &O::Primary, mut child: C) -> Result<C>
+    where
+        C: CachedIn<O::Children> + Resource<Scope = NamespaceResourceScope>,
+    {
+        let Some(namespace) = child.namespace().or_else(|| owner.namespace()) else {
+            let name = child.name_any();
+            return Err(Error::Permanent(format!(
+                "{name} has no namespace to go in"
+            )));
+        };
+        let api = Api::namespaced(self.client.clone(), &namespace);
+        child.meta_mut().namespace = Some(namespace);
+        let cache = C::cache(&self.children);
+        Ok(apply::apply_owned(&api, cache, owner, child, O::NAME).await?)
+    }
+
+    /// Server-side applies a cluster-scoped `child` with a controller ownerReference to
+    /// `owner`. Writes nothing when the cached child already holds every field of `child`.
+    pub async fn apply_owned_cluster<C>(&self, owner: &O::Primary, child: C) -> Result<C>
+    where
+        C: CachedIn<O::Children> + Resource<Scope = ClusterResourceScope>,
+    {
+        let api = Api::all(self.client.clone());
+        let cache = C::cache(&self.children);
+        Ok(apply::apply_owned(&api, cache, owner, child, O::NAME).await?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod};
+    use kube::runtime::{controller::Action, watcher};
+
+    use super::*;
+    use crate::testing::{assert_owned_apply, holding, mock_api, offline_client};
+
+    /// An operator of Pods that owns ConfigMaps and Namespaces.
+    struct Pods;
+
+    #[derive(Default)]
+    struct Children {
+        config_maps: Cache<ConfigMap>,
+        namespaces: Cache<Namespace>,
+    }
+
+    impl CachedIn<Children> for ConfigMap {
+        fn cache(children: &Children) -> &Cache<Self> {
+            &children.config_maps
+        }
+    }
+
+    impl CachedIn<Children> for Namespace {
+        fn cache(children: &Children) -> &Cache<Self> {
+            &children.namespaces
+        }
+    }
+
+    impl Operator for Pods {
+        type Primary = Pod;
+        type Settings = Common;
+        type Children = Children;
+
+        const NAME: &'static str = "pod-operator";
+        const BACKOFF: Backoff = Backoff {
+            base: std::time::Duration::from_secs(3),
+            max: std::time::Duration::from_secs(60),
+        };
+        const READY_WHEN: ReadyWhen = ReadyWhen::WatchesListed(1);
+
+        fn settings_from_env() -> Common {
+            Common::default()
+        }
+
+        fn common(settings: &Common) -> &Common {
+            settings
+        }
+    }
+
+    fn owner() -> Pod {
+        let mut pod = Pod::default();
+        pod.metadata.name = Some("web".to_owned());
+        pod.metadata.namespace = Some("team-a".to_owned());
+        pod.metadata.uid = Some("0b5e55ed-0000-0000-0000-000000000002".to_owned());
+        pod
+    }
+
+    fn named<K: Resource<DynamicType = ()> + Default>(name: &str) -> K {
+        let mut object = K::default();
+        object.meta_mut().name = Some(name.to_owned());
+        object
+    }
+
+    #[tokio::test]
+    async fn a_child_goes_in_its_owners_namespace_and_each_kind_is_compared_with_its_own_cache() {
+        let owner = owner();
+        let (client, server) = mock_api(holding(&owner));
+        let ctx = Context::<Pods>::new(client);
+        ctx.children
+            .config_maps
+            .apply_watcher_event(&watcher::Event::InitDone);
+        let config_map = ctx
+            .apply_owned(&owner, named::<ConfigMap>("settings"))
+            .await;
+        let config_map = config_map.expect("applied");
+        assert_eq!(config_map.metadata.namespace.as_deref(), Some("team-a"));
+        ctx.children
+            .config_maps
+            .apply_watcher_event(&watcher::Event::Apply(config_map.clone()));
+        let again = ctx
+            .apply_owned(&owner, named::<ConfigMap>("settings"))
+            .await;
+        again.expect("unchanged");
+        let namespace = ctx
+            .apply_owned_cluster(&owner, named::<Namespace>("team-b"))
+            .await;
+        namespace.expect("applied");
+        drop(ctx);
+        let seen = server.await.expect("the mock API server ran");
+        assert_eq!(
+            seen.len(),
+            2,
+            "the cached ConfigMap is not written again: {seen:#?}"
+        );
+        assert_owned_apply(&seen[0], &owner, &config_map, Pods::NAME);
+        assert_owned_apply(&seen[1], &owner, &named::<Namespace>("team-b"), Pods::NAME);
+    }
+
+    #[tokio::test]
+    async fn a_child_with_no_namespace_to_go_in_is_a_permanent_error_without_a_request() {
+        let ctx = Context::<Pods>::new(offline_client());
+        let mut owner = owner();
+        owner.metadata.namespace = None;
+        let error = ctx
+            .apply_owned(&owner, named::<ConfigMap>("settings"))
+            .await
+            .expect_err("nowhere to go");
+        assert!(!error.is_transient(), "{error}");
+    }
+
+    #[tokio::test]
+    async fn the_backoff_and_the_condition_are_the_operators() {
+        let ctx = Context::<Pods>::new(offline_client());
+        let key = ObjectRef::new("a").within("ns");
+        let transient = Error::Transient("the registry is down".to_owned());
+        let base = Pods::BACKOFF.base;
+        assert_eq!(
+            ctx.lifecycle().retry_action(&key, &transient),
+            Action::requeue(base)
+        );
+        let permanent = Error::Permanent("invalid spec".to_owned());
+        assert_eq!(
+            ctx.lifecycle().retry_action(&key, &permanent),
+            Action::await_change()
+        );
+        let written = ctx.set_condition(&owner(), true, "Ready", "").await;
+        assert!(!written.expect("no condition, no write"));
+        assert_eq!(ctx.last_status_error(), None);
+    }
+}
