@@ -122,11 +122,11 @@ pub struct External {
     pub interval_secs: u64,
 }
 
-/// One `use` line of controller.rs.
+/// One `pub use` line of controller.rs's `related` module.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 pub struct Import {
     pub path: RustPath,
-    /// `as` name, when the type's own name is taken in controller.rs.
+    /// `as` name, when the kind's Rust name is not its path's last segment.
     pub alias: Option<Ident>,
 }
 
@@ -200,8 +200,7 @@ pub(super) fn resolve(
     }
     let external = external(manifest, bad)?;
     distinct_watch_idents(&owns, &mut watches);
-    let imports = imports(&mut owns, &mut watches, &external)
-        .map_err(|reason| bad("owns/watches", reason))?;
+    let imports = imports(&owns, &watches).map_err(|reason| bad("owns/watches", reason))?;
     Ok(Relations {
         owns,
         watches,
@@ -412,48 +411,12 @@ fn external(manifest: &Manifest, bad: Bad) -> Result<Vec<External>> {
     Ok(external)
 }
 
-/// Names controller.rs defines or imports itself; a related kind with one of these names is
-/// imported under an alias (`Controller` becomes `ControllerKind`). A model test renders the
-/// richest controller.rs and checks this list against what it brings into scope.
-pub(super) const CONTROLLER_NAMES: &[&str] = &[
-    "Action",
-    "Arc",
-    "Backoff",
-    "Cache",
-    "CachedIn",
-    "Children",
-    "Client",
-    "Common",
-    "Context",
-    "Controller",
-    "Duration",
-    "Manifest",
-    "ObjectRef",
-    "Operator",
-    "PartialObjectMeta",
-    "Primary",
-    "ReadyWhen",
-    "Reconciler",
-    "Result",
-    "Settings",
-    "mpsc",
-];
-
-/// Gives each related kind the name controller.rs uses for it, and returns the `use` lines
-/// that bring them in, sorted. Two different kinds with one name are refused.
-fn imports(
-    owns: &mut [Related],
-    watches: &mut [Watched],
-    external: &[External],
-) -> Result<Vec<Import>, String> {
+/// The `pub use` lines of controller.rs's `related` module, sorted, which name each related
+/// kind there by its own name: nothing else lives in that module, so no kind's name can clash
+/// with one controller.rs uses. Two different kinds with one name are refused.
+fn imports(owns: &[Related], watches: &[Watched]) -> Result<Vec<Import>, String> {
     let mut by_name: BTreeMap<Ident, RustPath> = BTreeMap::new();
-    for related in owns
-        .iter_mut()
-        .chain(watches.iter_mut().map(|w| &mut w.related))
-    {
-        if CONTROLLER_NAMES.contains(&related.rust_name.as_str()) {
-            related.rust_name = naming::type_ident(&format!("{}Kind", related.rust_name), &[]);
-        }
+    for related in owns.iter().chain(watches.iter().map(|w| &w.related)) {
         match by_name.insert(related.rust_name.clone(), related.rust_path.clone()) {
             Some(other) if other != related.rust_path => {
                 return Err(format!(
@@ -464,18 +427,11 @@ fn imports(
             _ => {}
         }
     }
-    let mut imports: BTreeSet<Import> = by_name
+    Ok(by_name
         .into_iter()
         .map(|(name, path)| Import {
             alias: (path.last() != name.as_str()).then_some(name),
             path,
         })
-        .collect();
-    if external.iter().any(|e| e.channel) {
-        imports.insert(Import {
-            path: RustPath::constant("tokio::sync::mpsc"),
-            alias: None,
-        });
-    }
-    Ok(imports.into_iter().collect())
+        .collect())
 }

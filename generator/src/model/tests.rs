@@ -824,14 +824,13 @@ fn sharding_an_untyped_primary_is_refused_naming_the_field() {
 }
 
 #[test]
-fn every_type_name_controller_rs_brings_into_scope_is_one_related_kinds_are_renamed_from() {
+fn related_kinds_are_named_only_inside_controller_rs_related_module() {
     // Every relation, sharding and the default predicates: what imports the most.
     let operator = analyze_with(
         "owns: [{kind: ConfigMap}]\nwatches: [{kind: Secret, map: {label: example.com/w}}]\n\
          external: [{name: rule-registry, source: channel}]\nsharding: true",
     )
     .unwrap();
-    assert!(operator.watches_metadata && operator.predicates.len() > 1);
     let plan = crate::render::render(&operator).unwrap();
     let controller = plan
         .files
@@ -839,39 +838,30 @@ fn every_type_name_controller_rs_brings_into_scope_is_one_related_kinds_are_rena
         .find(|f| f.path == std::path::Path::new("src/controller.rs"))
         .expect("a controller");
     let file = syn::parse_file(&controller.contents).unwrap();
-    let mut in_scope = Vec::new();
+    let mut top = Vec::new();
+    let mut related = Vec::new();
     for item in &file.items {
         match item {
-            syn::Item::Use(used) => use_names(&used.tree, &mut in_scope),
-            syn::Item::Struct(s) => in_scope.push(s.ident.to_string()),
-            syn::Item::Trait(t) => in_scope.push(t.ident.to_string()),
-            syn::Item::Type(t) => in_scope.push(t.ident.to_string()),
-            syn::Item::Enum(e) => in_scope.push(e.ident.to_string()),
+            syn::Item::Use(used) => use_names(&used.tree, &mut top),
+            syn::Item::Mod(module) if module.ident == "related" => {
+                let (_, items) = module.content.as_ref().expect("an inline module");
+                for item in items {
+                    let syn::Item::Use(used) = item else {
+                        panic!("only `pub use` lines in `related`");
+                    };
+                    use_names(&used.tree, &mut related);
+                }
+            }
             _ => {}
         }
     }
-    let related: Vec<String> = operator
-        .owns
-        .iter()
-        .chain(operator.watches.iter().map(|w| &w.related))
-        .map(|r| r.rust_name.as_str().to_owned())
-        .collect();
-    let missing: Vec<&String> = in_scope
-        .iter()
-        // Types, not constants: a kind's Rust name is never all capitals.
-        .filter(|name| name.starts_with(char::is_uppercase) && name.chars().any(char::is_lowercase))
-        .filter(|name| !related.contains(name))
-        .filter(|name| !relations::CONTROLLER_NAMES.contains(&name.as_str()))
-        .collect();
+    related.sort();
+    assert_eq!(related, ["ConfigMap", "Secret"]);
+    let leaked: Vec<&String> = top.iter().filter(|name| related.contains(name)).collect();
     assert!(
-        missing.is_empty(),
-        "controller.rs names these, so a related kind of the same name must be renamed: {missing:?}"
+        leaked.is_empty(),
+        "imported beside controller.rs's own names: {leaked:?}"
     );
-    let stale: Vec<&&str> = relations::CONTROLLER_NAMES
-        .iter()
-        .filter(|name| !in_scope.iter().any(|n| n == *name))
-        .collect();
-    assert!(stale.is_empty(), "controller.rs no longer names {stale:?}");
 }
 
 /// The names a `use` tree brings into scope (its aliases where it renames).
