@@ -41,6 +41,7 @@
 //!   Event;
 //! - [`conditions`]: the operator's own entry in `status.conditions`, written only when the
 //!   outcome changed, beside the entries of other controllers;
+//! - [`sample`]: a generated crate's sample object, from the smallest body its schema allows;
 //! - `testing` (feature `test-util`): a mock API server that records what an operator
 //!   wrote, for the tests that come with a generated crate;
 //! - `admission` (feature `webhooks`): the admission review around an operator's own hooks;
@@ -80,6 +81,7 @@ pub mod logging;
 pub mod metrics;
 pub mod process;
 pub mod run;
+pub mod sample;
 pub mod settings;
 pub mod sharding;
 pub mod shutdown;

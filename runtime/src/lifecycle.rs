@@ -271,6 +271,19 @@ pub async fn no_cleanup<K, E>(_: Arc<K>) -> Result<Action, E> {
     Ok(Action::await_change())
 }
 
+/// The default `cleanup` hook of an operator that holds a finalizer: there is nothing outside
+/// the cluster to clean up, so it says so in the log and lets the finalizer go.
+///
+/// # Errors
+/// None: it cleans up nothing.
+pub async fn nothing_to_clean_up<K: Resource<DynamicType = ()>, E>(
+    obj: Arc<K>,
+) -> Result<Action, E> {
+    let object = ObjectRef::from_obj(obj.as_ref());
+    tracing::info!(%object, "no external cleanup implemented");
+    Ok(Action::await_change())
+}
+
 /// The Event recorder of an operator that publishes as `field_manager` from the pod
 /// `instance`.
 pub fn recorder(client: kube::Client, field_manager: &str, instance: Option<String>) -> Recorder {

@@ -104,6 +104,15 @@ where
     }
 }
 
+/// Asserts that `object` reads back through its own type as it was written: nothing the type
+/// serializes is lost or changed on the way.
+pub fn assert_round_trips<K: Serialize + serde::de::DeserializeOwned>(object: &K) {
+    let json = serde_json::to_value(object).expect("the object serializes");
+    let again: K = serde_json::from_value(json.clone()).expect("the object deserializes");
+    let again = serde_json::to_value(&again).expect("the object serializes again");
+    assert_eq!(again, json, "the object changed on a round trip");
+}
+
 /// Asserts that `seen` is what [`crate::apply::apply_owned`] sends for `child`: a server-side
 /// apply to the child's own path, forced, as `field_manager`, labelled as managed by it, with
 /// `owner` as the child's only owner and its controller.
@@ -250,6 +259,28 @@ mod tests {
     use kube::Api;
 
     use super::*;
+
+    /// A type that loses `kept` when it is read back.
+    #[derive(Serialize, serde::Deserialize)]
+    struct Lossy {
+        name: String,
+        #[serde(skip_deserializing)]
+        kept: u8,
+    }
+
+    #[test]
+    fn a_type_that_reads_back_what_it_wrote_round_trips() {
+        let mut pod = Pod::default();
+        pod.metadata.name = Some("web".to_owned());
+        assert_round_trips(&pod);
+    }
+
+    #[test]
+    #[should_panic(expected = "changed on a round trip")]
+    fn a_type_that_loses_a_field_does_not_round_trip() {
+        let name = "a".to_owned();
+        assert_round_trips(&Lossy { name, kept: 7 });
+    }
 
     #[tokio::test]
     async fn a_server_holding_one_object_returns_it_finds_nothing_else_and_echoes_writes() {
