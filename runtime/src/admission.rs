@@ -216,6 +216,7 @@ mod tests {
     use serde_json::{Value, json};
 
     use super::*;
+    use crate::testing::{REVIEW_UID, admission_review, patched};
 
     /// Hooks over ConfigMaps: a ConfigMap named `refused` is refused, `slow` takes too long,
     /// and `mutate` labels every one.
@@ -247,26 +248,9 @@ mod tests {
         }
     }
 
-    const UID: &str = "705ab4f5-6393-11e8-b7cc-42010a800002";
-
-    /// An AdmissionReview as the API server sends it, for `object` and `old`.
+    /// An AdmissionReview of a ConfigMap, as the API server sends it.
     fn review_of(operation: &str, object: Value, old: Value) -> Vec<u8> {
-        json!({
-            "apiVersion": "admission.k8s.io/v1",
-            "kind": "AdmissionReview",
-            "request": {
-                "uid": UID,
-                "kind": {"group": "", "version": "v1", "kind": "ConfigMap"},
-                "resource": {"group": "", "version": "v1", "resource": "configmaps"},
-                "name": object["metadata"]["name"],
-                "operation": operation,
-                "userInfo": {"username": "admin"},
-                "object": object,
-                "oldObject": old,
-            }
-        })
-        .to_string()
-        .into_bytes()
+        admission_review::<ConfigMap>(operation, &object, &old)
     }
 
     fn config_map(name: &str) -> Value {
@@ -297,7 +281,7 @@ mod tests {
             run(Hook::Validate, &review_of("CREATE", object, Value::Null)).await;
         assert_eq!(outcome, Outcome::Invalid);
         assert!(!response.allowed);
-        assert_eq!(response.uid, UID);
+        assert_eq!(response.uid, REVIEW_UID);
     }
 
     #[tokio::test]
@@ -345,11 +329,7 @@ mod tests {
         .await;
         assert!(response.allowed, "{}", response.result.message);
         assert_eq!(outcome, Outcome::Patched);
-        let patch: json_patch::Patch =
-            serde_json::from_slice(response.patch.as_deref().expect("a patch"))
-                .expect("a JSON patch");
-        let mut stored = sent;
-        json_patch::patch(&mut stored, &patch).expect("the patch applies to the object sent");
+        let stored = patched(sent, &response);
         assert_eq!(stored["metadata"]["labels"]["defaulted"], "yes");
         assert_eq!(stored["data"]["a"], "b", "nothing else changed");
     }

@@ -104,6 +104,47 @@ where
     }
 }
 
+/// The uid of every [`admission_review`].
+#[cfg(feature = "webhooks")]
+pub const REVIEW_UID: &str = "705ab4f5-6393-11e8-b7cc-42010a800002";
+
+/// An AdmissionReview as the API server sends it to a webhook of `K`: `operation` on `object`,
+/// with `old` (null for a create), under the uid [`REVIEW_UID`].
+#[cfg(feature = "webhooks")]
+pub fn admission_review<K>(operation: &str, object: &Value, old: &Value) -> Vec<u8>
+where
+    K: Resource<DynamicType = ()>,
+{
+    let (group, version) = (K::group(&()), K::version(&()));
+    json!({
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": REVIEW_UID,
+            "kind": {"group": group, "version": version, "kind": K::kind(&())},
+            "resource": {"group": group, "version": version, "resource": K::plural(&())},
+            "name": object["metadata"]["name"],
+            "operation": operation,
+            "userInfo": {"username": "admin"},
+            "object": object,
+            "oldObject": old,
+        }
+    })
+    .to_string()
+    .into_bytes()
+}
+
+/// The object the API server stores after a mutating webhook answered `response` to `sent`:
+/// `sent` with the answer's JSON patch applied, if it has one.
+#[cfg(feature = "webhooks")]
+pub fn patched(mut sent: Value, response: &kube::core::admission::AdmissionResponse) -> Value {
+    if let Some(patch) = &response.patch {
+        let patch: json_patch::Patch = serde_json::from_slice(patch).expect("a JSON patch");
+        json_patch::patch(&mut sent, &patch).expect("the patch applies to the object sent");
+    }
+    sent
+}
+
 /// Asserts that `object` reads back through its own type as it was written: nothing the type
 /// serializes is lost or changed on the way.
 pub fn assert_round_trips<K: Serialize + serde::de::DeserializeOwned>(object: &K) {

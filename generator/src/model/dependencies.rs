@@ -118,9 +118,6 @@ const WEBHOOKS: &[(&str, &str)] = &[
     ),
 ];
 
-/// The mutating webhook's shipped test applies the patch it answers, as the API server would.
-const JSON_PATCH: (&str, &str) = ("json-patch", r#""4.2.0""#);
-
 const CHRONO: (&str, &str) = (
     "chrono",
     r#"{ version = "0.4.42", default-features = false, features = ["serde"] }"#,
@@ -133,14 +130,10 @@ pub(super) fn tables(
     archetype: Archetype,
     uses_chrono: bool,
     webhooks: bool,
-    tests_patches: bool,
     bad: &dyn Fn(&str, String) -> crate::Error,
 ) -> Result<(Vec<Dependency>, Vec<Dependency>)> {
     let mut base = BASE.to_vec();
-    let mut base_dev = BASE_DEV.to_vec();
-    if tests_patches {
-        base_dev.push(JSON_PATCH);
-    }
+    let base_dev = BASE_DEV.to_vec();
     if uses_chrono {
         base.push(CHRONO);
     }
@@ -304,12 +297,7 @@ mod tests {
     /// alone would build that crate twice, at two versions.
     #[test]
     fn a_crate_restated_for_features_keeps_the_base_version() {
-        for (name, spec) in DERIVED
-            .iter()
-            .chain(WEBHOOKS)
-            .chain(BASE_DEV)
-            .chain([&JSON_PATCH])
-        {
+        for (name, spec) in DERIVED.iter().chain(WEBHOOKS).chain(BASE_DEV) {
             if let Some((_, base)) = BASE.iter().find(|(base, _)| base == name) {
                 assert_eq!(version(spec), version(base), "{name}");
                 let features = |spec: &str| -> Vec<String> {

@@ -279,18 +279,12 @@ pub fn analyze(
         &bad,
     )?;
     let has_sample = primary.sample.is_some() || facts.archetype == Archetype::Builtin;
-    // webhook.rs's mutating test applies the JSON patch it is answered with.
-    let tests_patches = has_sample
-        && webhooks
-            .as_ref()
-            .is_some_and(|w| !w.configurations.is_empty() && w.mutating.is_some());
     let (dependencies, dev_dependencies) = dependencies::tables(
         manifest,
         &crate_name,
         facts.archetype,
         uses_chrono,
         webhooks.is_some(),
-        tests_patches,
         &bad,
     )?;
 
