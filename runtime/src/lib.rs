@@ -23,8 +23,8 @@
 //!   consistent hashing over the replicas' Leases, the drain handshake that moves an object,
 //!   and the fence that stops a replica before its Lease could expire;
 //! - [`shutdown`]: SIGTERM or Ctrl+C, heard across leadership terms;
-//! - [`cache`]: a cache's writing half that outlives a term, and the caches' sizes as a
-//!   metric;
+//! - [`cache`]: a cache's writing half that outlives a term, an owned kind's cache with it,
+//!   and the caches' sizes as a metric;
 //! - [`apply`]: owned children written by server-side apply only when their cached copy
 //!   differs;
 //! - [`run`]: the run loop: leader election or the shard's terms, and in each term the
@@ -43,7 +43,8 @@
 //!   outcome changed, beside the entries of other controllers;
 //! - [`sample`]: a generated crate's sample object, from the smallest body its schema allows;
 //! - `testing` (feature `test-util`): a mock API server that records what an operator
-//!   wrote, for the tests that come with a generated crate;
+//!   wrote, and what the tests that come with a generated crate assert, `tests/cluster.rs`
+//!   whole;
 //! - `admission` (feature `webhooks`): the admission review around an operator's own hooks;
 //! - `conversion` (feature `webhooks`): the conversion webhook of a resource served in several
 //!   versions, answered an object at a time through the hub, losing nothing on a round trip;

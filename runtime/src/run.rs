@@ -65,7 +65,8 @@ pub struct Options<K: 'static> {
     /// Which changes of a primary trigger a reconcile: `kube::runtime::predicates` functions,
     /// hashed together, so a change to any of them passes. None: every change.
     pub changes: &'static [fn(&K) -> Option<u64>],
-    /// Reconciles at once; 0 for no limit.
+    /// Reconciles at once; 0 for no limit. Each holds an API connection while it writes, and
+    /// a burst of new objects must not open thousands.
     pub concurrency: u16,
     /// Changes within this long of each other make one reconcile.
     pub debounce: Duration,

@@ -1,6 +1,7 @@
 //! A mock API server for tests, behind the `test-util` feature: a [`kube::Client`] whose
 //! requests a closure answers and which records each, so a test asserts what an operator wrote
-//! (and that it read nothing) without a cluster.
+//! (and that it read nothing) without a cluster. With a cluster, [`cluster`] holds the test a
+//! generated crate ships in `tests/cluster.rs`.
 //!
 //! ```
 //! # async fn example() {
@@ -16,6 +17,8 @@
 //! assert!(seen.is_empty());
 //! # }
 //! ```
+
+pub mod cluster;
 
 use std::{
     collections::VecDeque,
