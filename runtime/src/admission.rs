@@ -39,6 +39,36 @@ impl Hook {
             Hook::Mutate => "mutate",
         }
     }
+
+    /// What this hook's answers can come to: only a mutation is ever patched.
+    pub fn outcomes(self) -> &'static [Outcome] {
+        match self {
+            Hook::Validate => &[
+                Outcome::Allowed,
+                Outcome::Denied,
+                Outcome::Invalid,
+                Outcome::Failed,
+            ],
+            Hook::Mutate => &[
+                Outcome::Allowed,
+                Outcome::Patched,
+                Outcome::Denied,
+                Outcome::Invalid,
+                Outcome::Failed,
+            ],
+        }
+    }
+}
+
+/// Makes each outcome `hook` can answer with a series in `metrics` from the start, at zero, so
+/// that a dashboard or an alert finds it before the first request.
+pub fn expect_answers(metrics: &Metrics, hook: Hook) {
+    let names: Vec<&str> = hook
+        .outcomes()
+        .iter()
+        .map(|outcome| outcome.name())
+        .collect();
+    metrics.expect_webhook_answers(hook.name(), &names);
 }
 
 /// An operator's admission hooks for objects of `K`. They run on every replica and must
@@ -259,6 +289,18 @@ mod tests {
 
     async fn run(hook: Hook, body: &[u8]) -> (AdmissionResponse, Outcome) {
         review::<ConfigMap, _>(hook, &Hooks, body).await
+    }
+
+    #[test]
+    fn every_answer_a_hook_can_give_is_a_series_from_the_start() {
+        let metrics = Metrics::new(crate::metrics::ReadyWhen::WebhooksServe { watches: 1 });
+        expect_answers(&metrics, Hook::Mutate);
+        let text = metrics.render();
+        for outcome in ["allowed", "patched", "denied", "invalid", "failed"] {
+            let series = format!("hook=\"mutate\",outcome=\"{outcome}\"");
+            assert!(text.contains(&series), "{series} in {text}");
+        }
+        assert!(!Hook::Validate.outcomes().contains(&Outcome::Patched));
     }
 
     #[tokio::test]
