@@ -14,7 +14,7 @@ use serde::{Serialize, de::DeserializeOwned};
 
 use crate::{
     metrics::Metrics,
-    webhook_server::{Outcome, request_uid},
+    webhook_server::{self, Outcome, request_uid},
 };
 
 /// How long a hook may take. The generated configurations give the API server's call 10
@@ -60,15 +60,9 @@ impl Hook {
     }
 }
 
-/// Makes each outcome `hook` can answer with a series in `metrics` from the start, at zero, so
-/// that a dashboard or an alert finds it before the first request.
+/// Makes each outcome `hook` can answer with a series in `metrics` from the start, at zero.
 pub fn expect_answers(metrics: &Metrics, hook: Hook) {
-    let names: Vec<&str> = hook
-        .outcomes()
-        .iter()
-        .map(|outcome| outcome.name())
-        .collect();
-    metrics.expect_webhook_answers(hook.name(), &names);
+    webhook_server::expect_answers(metrics, hook.name(), hook.outcomes());
 }
 
 /// An operator's admission hooks for objects of `K`. They run on every replica and must

@@ -139,6 +139,13 @@ impl Outcome {
     }
 }
 
+/// Makes each of `outcomes` of `hook` a series in `metrics` from the start, at zero, so that a
+/// dashboard or an alert finds it before the first request.
+pub fn expect_answers(metrics: &Metrics, hook: &str, outcomes: &[Outcome]) {
+    let names: Vec<&str> = outcomes.iter().map(|outcome| outcome.name()).collect();
+    metrics.expect_webhook_answers(hook, &names);
+}
+
 /// The uid of whatever request `body` holds, read as loosely as JSON allows: the API server
 /// accepts an answer only for its request's uid, even a refusal of a body it cannot read.
 /// Every other field is skipped, not kept: a body that is no review may still be large.

@@ -15,7 +15,10 @@ use axum::{
 use tokio::sync::{Semaphore, mpsc};
 
 use super::{Hub, review};
-use crate::{metrics::Metrics, webhook_server::Outcome};
+use crate::{
+    metrics::Metrics,
+    webhook_server::{self, Outcome},
+};
 
 /// How many ConversionReviews are read and converted at once. Each holds its body while its
 /// objects are converted one at a time and streamed back; more reviews wait for a turn before
@@ -39,8 +42,7 @@ impl Conversions {
     /// from the start, at zero.
     pub fn new(max_bytes: usize, metrics: &Metrics) -> Self {
         let outcomes = [Outcome::Converted, Outcome::Invalid, Outcome::Failed];
-        let names: Vec<&str> = outcomes.iter().map(|outcome| outcome.name()).collect();
-        metrics.expect_webhook_answers(HOOK, &names);
+        webhook_server::expect_answers(metrics, HOOK, &outcomes);
         Self {
             turns: Arc::new(Semaphore::new(CONVERSIONS_AT_ONCE)),
             max_bytes,
