@@ -29,6 +29,7 @@ use crate::cluster::{self, Cluster, OperatorCrate};
 
 pub(crate) mod conversion;
 mod monitoring;
+mod runtime_log;
 mod sharded;
 mod sharding;
 mod status;

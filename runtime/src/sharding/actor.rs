@@ -2,9 +2,9 @@
 //! kind, feeds them to a [`Sharder`], and writes the labels it asks for.
 //!
 //! It runs on one replica at a time (the leader of the usual election). Objects are watched as
-//! metadata only, so the sharder holds no spec or status; while the Leases' watch is failing it
-//! moves nothing, because it cannot tell replicas that stopped from an API server it cannot
-//! reach.
+//! metadata only, so the sharder holds no spec or status; while the Leases' watch is failing,
+//! or silent for longer than a Lease, it moves nothing, because it cannot tell replicas that
+//! stopped from an API server it cannot reach.
 
 use std::{collections::BTreeSet, fmt::Debug, future::Future, time::Duration};
 
@@ -188,6 +188,26 @@ impl Watches {
         self.recovered = true;
     }
 
+    /// A Leases' watch that brought no news for longer than any Lease lasts was deaf, not
+    /// quiet: each replica renews within its Lease. A server shutting down keeps its watches
+    /// open and silent while it refuses new connections, and a watch may resume after that
+    /// without an error. The news that ends such a silence is taken as the end of an outage
+    /// that began when the watch was last heard.
+    fn end_silence(&mut self, sharder: &Sharder, now: Instant) {
+        let Some(heard_at) = self.heard_at else {
+            return;
+        };
+        let silent = now.saturating_duration_since(heard_at);
+        if self.leases_current && sharder.silence_limit().is_some_and(|limit| silent > limit) {
+            tracing::warn!(
+                ?silent,
+                "the shards' Leases were not heard of for longer than a Lease; moving nothing until they are again"
+            );
+            self.failed_at = Some(heard_at);
+            self.leases_current = false;
+        }
+    }
+
     fn lease_event(
         &mut self,
         sharder: &mut Sharder,
@@ -195,6 +215,7 @@ impl Watches {
         now: Instant,
     ) {
         if event.is_ok() {
+            self.end_silence(sharder, now);
             self.heard_at = Some(now);
         }
         match event {
@@ -462,6 +483,7 @@ mod tests {
             assert!(state.takeovers(&sharder, renewed).is_empty());
         }
         let expired = back + Duration::from_secs(20);
+        state.lease_event(&mut sharder, Ok(Event::Apply(lease("op-a", 180))), expired);
         let takeovers = state.takeovers(&sharder, expired);
         assert_eq!(takeovers.len(), 1);
         assert_eq!(takeovers[0].0, "op-b");
@@ -497,7 +519,9 @@ mod tests {
                 .takeovers(&sharder, slow + Duration::from_secs(19))
                 .is_empty()
         );
-        let takeovers = state.takeovers(&sharder, slow + Duration::from_secs(20));
+        let expired = slow + Duration::from_secs(20);
+        state.lease_event(&mut sharder, Ok(Event::Apply(lease("op-a", 170))), expired);
+        let takeovers = state.takeovers(&sharder, expired);
         let names: Vec<&str> = takeovers.iter().map(|(name, _)| name.as_str()).collect();
         assert_eq!(names, ["op-b"]);
     }
@@ -510,19 +534,62 @@ mod tests {
         // The server is back at 60 s. op-a renews at once; op-b's first try waits out its
         // timeout against a server not answering yet, and renews 12 s later.
         let back = start + Duration::from_secs(60);
-        state.lease_event(&mut sharder, Ok(Event::Apply(lease("op-a", 160))), back);
         let lagging = back + Duration::from_secs(12);
-        state.lease_event(&mut sharder, Ok(Event::Apply(lease("op-a", 168))), lagging);
+        for (at, renewed) in [
+            (back, 160),
+            (back + Duration::from_secs(6), 166),
+            (lagging, 172),
+        ] {
+            state.lease_event(&mut sharder, Ok(Event::Apply(lease("op-a", renewed))), at);
+        }
         assert!(state.takeovers(&sharder, lagging).is_empty());
         state.lease_event(&mut sharder, Ok(Event::Apply(lease("op-b", 172))), lagging);
         assert!(state.decide(&mut sharder).is_empty());
         assert_eq!(sharder.shards(), ["op-a", "op-b"]);
         // From its renewal on, op-b's Lease lasts one duration again.
         let quiet = lagging + Duration::from_secs(10);
-        state.lease_event(&mut sharder, Ok(Event::Apply(lease("op-a", 176))), quiet);
+        for (at, renewed) in [(lagging + Duration::from_secs(6), 178), (quiet, 182)] {
+            state.lease_event(&mut sharder, Ok(Event::Apply(lease("op-a", renewed))), at);
+        }
         let takeovers = state.takeovers(&sharder, quiet);
         let names: Vec<&str> = takeovers.iter().map(|(name, _)| name.as_str()).collect();
         assert_eq!(names, ["op-b"]);
+    }
+
+    #[test]
+    fn a_watch_silent_for_longer_than_a_lease_takes_nothing_over_and_ends_an_outage() {
+        let start = Instant::now();
+        let (mut state, mut sharder) = listed(start, 100);
+        let heard = start + Duration::from_secs(5);
+        state.lease_event(&mut sharder, Ok(Event::Apply(lease("op-a", 105))), heard);
+        // The server shuts down at 6 s: it refuses every renewal but keeps the watch open and
+        // silent. Both Leases are due long before anything is heard again.
+        assert!(
+            state
+                .takeovers(&sharder, heard + Duration::from_secs(25))
+                .is_empty()
+        );
+        // At 40 s the watch brings op-a's renewal, with no error before it: the silence was an
+        // outage, and op-b gets two durations from then.
+        let back = start + Duration::from_secs(40);
+        state.lease_event(&mut sharder, Ok(Event::Apply(lease("op-a", 140))), back);
+        assert!(state.decide(&mut sharder).is_empty());
+        for at in [7, 14] {
+            let renewed = back + Duration::from_secs(at);
+            let lease = lease("op-a", 140 + i64::try_from(at).expect("small"));
+            state.lease_event(&mut sharder, Ok(Event::Apply(lease)), renewed);
+            assert!(state.takeovers(&sharder, renewed).is_empty());
+        }
+        assert_eq!(sharder.shards(), ["op-a", "op-b"]);
+        let expired = back + Duration::from_secs(20);
+        state.lease_event(&mut sharder, Ok(Event::Apply(lease("op-a", 160))), expired);
+        let takeovers = state.takeovers(&sharder, expired);
+        let names: Vec<&str> = takeovers.iter().map(|(name, _)| name.as_str()).collect();
+        assert_eq!(
+            names,
+            ["op-b"],
+            "a replica that really stopped is still found out"
+        );
     }
 
     #[test]

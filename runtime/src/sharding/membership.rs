@@ -38,14 +38,23 @@ impl Observation {
 ///
 /// A Lease counts as renewed when its renew time changes, timed on the sharder's own clock
 /// (as client-go's leader election does), so no two clocks need to agree. A shard is live
-/// until its Lease has gone unchanged for its duration; then the sharder takes the Lease over
-/// ([`Membership::expired`]), and the shard leaves the ring when the Lease is gone. After an
-/// outage, [`Membership::resync`] starts every Lease's duration again, and gives it a second
-/// one for a renewal that lags: an API server that was unreachable for longer than a Lease
-/// kept the replicas from renewing, and must not make the sharder move every object.
+/// until its Lease has gone unchanged for its duration. It is expired once the sharder has
+/// also seen another Lease renewed after that: proof that the API server took renewals when
+/// this one's was due, so its replica failed, not the server nor the sharder's watch. Then the
+/// sharder takes the Lease over ([`Membership::expired`]), and the shard leaves the ring when
+/// the Lease is gone.
+///
+/// An API server that was unreachable for longer than a Lease kept the replicas from renewing,
+/// and must not make the sharder move every object. After such an outage,
+/// [`Membership::resync`] starts every Lease's duration again, and gives it a second one for a
+/// renewal that lags. A server shutting down keeps its watches open and silent while it
+/// refuses the renewals: no renewal is seen then, so no Lease expires for want of news.
 #[derive(Debug, Clone, Default)]
 pub struct Membership {
     leases: BTreeMap<String, Observation>,
+    /// When the sharder last saw a held Lease renewed (or taken): the last proof that the API
+    /// server took renewals.
+    last_renewal: Option<Instant>,
 }
 
 impl Membership {
@@ -80,6 +89,9 @@ impl Membership {
                 false
             }
             _ => {
+                if seen.holder.is_some() {
+                    self.last_renewal = Some(self.last_renewal.map_or(now, |last| last.max(now)));
+                }
                 self.leases.insert(name, seen);
                 true
             }
@@ -143,19 +155,37 @@ impl Membership {
             .collect()
     }
 
-    /// The held Leases that expired by `now`, each with the version the sharder last saw: the
-    /// sharder deletes each on condition that it is still at that version, so a renewal stored
-    /// in between wins, and the replica whose renewal finds its Lease gone knows it lost it.
+    /// The held Leases that expired by `now`: unrenewed for their duration, and another Lease
+    /// renewed since. Each comes with the version the sharder last saw: the sharder deletes
+    /// each on condition that it is still at that version, so a renewal stored in between
+    /// wins, and the replica whose renewal finds its Lease gone knows it lost it.
     pub fn expired(&self, now: Instant) -> Vec<(&str, &str)> {
         self.leases
             .iter()
-            .filter(|(name, lease)| lease.holder.is_some() && !self.is_live(name, now))
+            .filter(|(name, lease)| {
+                lease.holder.is_some()
+                    && !self.is_live(name, now)
+                    && self
+                        .last_renewal
+                        .is_some_and(|renewal| renewal >= lease.changed + lease.lifetime())
+            })
             .map(|(name, lease)| (name.as_str(), lease.resource_version.as_str()))
             .collect()
     }
 
-    /// When the next live shard would expire unless renewed: when the sharder should look
-    /// again without a new event.
+    /// How long the Leases' watch may stay silent while it still hears every replica: the
+    /// shortest held Lease, which its replica renews within. A longer silence means nobody
+    /// could renew, or the sharder could not hear them; `None` with no Lease held.
+    pub fn silence_limit(&self) -> Option<Duration> {
+        self.leases
+            .values()
+            .filter(|lease| lease.holder.is_some())
+            .map(|lease| lease.duration)
+            .min()
+    }
+
+    /// When the next live shard would stop being live unless renewed. It is taken over only at
+    /// a later renewal of another (see [`Membership::expired`]).
     pub fn next_expiry(&self, now: Instant) -> Option<Instant> {
         self.leases
             .iter()
@@ -259,12 +289,22 @@ mod tests {
         let mut a = lease("op-a", 100);
         a.metadata.resource_version = Some("7".into());
         members.observe(&a, start);
+        members.observe(&lease("op-b", 100), start);
         let expired = start + Duration::from_secs(10);
         assert!(members.expired(start).is_empty());
+        assert!(
+            members.expired(expired).is_empty(),
+            "no renewal was seen after op-a's was due: the server may have refused them all"
+        );
+        members.observe(&lease("op-b", 110), expired);
         assert_eq!(members.expired(expired), [("op-a", "7")]);
-        assert_eq!(members.members(), ["op-a"], "until the takeover is seen");
+        assert_eq!(
+            members.members(),
+            ["op-a", "op-b"],
+            "until the takeover is seen"
+        );
         members.forget("op-a");
-        assert!(members.members().is_empty());
+        assert_eq!(members.members(), ["op-b"]);
     }
 
     #[test]

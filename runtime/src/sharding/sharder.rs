@@ -2,7 +2,7 @@
 //! place it. Events go in; the label writes that they call for come out. The watches that feed
 //! it and the writes it returns are the caller's, so all of its judgement is tested here.
 
-use std::collections::BTreeMap;
+use std::{collections::BTreeMap, time::Duration};
 
 use k8s_openapi::{api::coordination::v1::Lease, apimachinery::pkg::apis::meta::v1::ObjectMeta};
 use serde_json::Value;
@@ -71,6 +71,12 @@ impl Sharder {
         self.membership.resync(failed_at, now);
     }
 
+    /// How long the Leases' watch may stay silent while every replica renews (see
+    /// [`Membership::silence_limit`]).
+    pub fn silence_limit(&self) -> Option<Duration> {
+        self.membership.silence_limit()
+    }
+
     /// The shards on the ring since the last [`Sharder::refresh`].
     pub fn shards(&self) -> &[String] {
         self.ring.shards()
@@ -81,8 +87,8 @@ impl Sharder {
         self.objects.len()
     }
 
-    /// When a live shard's Lease would next expire unless renewed: when to look for
-    /// [`Sharder::takeovers`] without a new event.
+    /// When a live shard's Lease would next stop being live unless renewed: when to look
+    /// again without a new event.
     pub fn next_check(&self, now: Instant) -> Option<Instant> {
         self.membership.next_expiry(now)
     }
@@ -360,7 +366,13 @@ mod tests {
             sharder.refresh().is_empty(),
             "nothing moves before the takeover"
         );
-        let takeovers = sharder.takeovers(expired);
+        assert!(
+            sharder.takeovers(expired).is_empty(),
+            "not before the server is seen to take another renewal"
+        );
+        let renewed = expired + Duration::from_secs(1);
+        sharder.lease_applied(&lease("op-1", 111), renewed);
+        let takeovers = sharder.takeovers(renewed);
         assert_eq!(takeovers, [("op-2".to_owned(), String::new())]);
         // The sharder deleted op-2's Lease on that condition, and its watch saw it go.
         sharder.lease_deleted("op-2");

@@ -32,6 +32,7 @@ use operator_gen_runtime::{
 };
 use tokio::{sync::watch, task::JoinHandle, time::Instant};
 
+use super::runtime_log::RuntimeLog;
 use crate::cluster::Cluster;
 
 /// The ring, and the namespace its Leases and objects live in.
@@ -42,8 +43,9 @@ const OBJECT_PREFIX: &str = "object-";
 const OBJECTS: usize = 200;
 /// The replicas' Lease: short, so that a crash is found out in seconds.
 const LEASE_SECONDS: u64 = 5;
-/// How long after a crash its objects may take to move: the Lease, plus one relabel and one
-/// reconcile each.
+/// How long after a crash its objects may take to move: the Lease, plus the next renewal of
+/// another replica (the proof the sharder waits for that renewals were taken), one relabel and
+/// one reconcile each.
 const CRASH_BOUND: Duration = Duration::from_secs(LEASE_SECONDS + 5);
 /// How long a reconcile takes here: long enough that two at once would overlap measurably.
 const RECONCILE: Duration = Duration::from_millis(2);
@@ -83,9 +85,13 @@ pub(super) fn run(admin: &Path, restart: Option<Cluster>) -> Vec<(&'static str, 
             Ok(client) => client,
             Err(error) => return vec![("a client of the API server", Err(error))],
         };
-        let mut protocol = Protocol::new(client, restart);
+        let mut protocol = Protocol::new(client, restart, RuntimeLog::install());
         let results = protocol.checks().await;
         protocol.teardown().await;
+        if let Some(log) = &protocol.log {
+            // The whole log, for a failure the lines in its message do not explain.
+            let _ = std::fs::write(admin.with_file_name("sharding.log"), log.since(0));
+        }
         results
     })
 }
@@ -104,10 +110,12 @@ struct Protocol {
     sharder: Option<(Trigger, JoinHandle<()>)>,
     /// The control plane, when it is ours to restart.
     cluster: Option<Arc<Cluster>>,
+    /// The runtime's log, when this process could install one.
+    log: Option<RuntimeLog>,
 }
 
 impl Protocol {
-    fn new(client: Client, cluster: Option<Cluster>) -> Self {
+    fn new(client: Client, cluster: Option<Cluster>, log: Option<RuntimeLog>) -> Self {
         Self {
             client,
             // A constant DNS label.
@@ -116,6 +124,7 @@ impl Protocol {
             replicas: BTreeMap::new(),
             sharder: None,
             cluster: cluster.map(Arc::new),
+            log,
         }
     }
 
@@ -280,11 +289,13 @@ impl Protocol {
                     return Ok("skipped: the cluster in KUBECONFIG is not ours to restart".into());
                 };
                 let before = self.versions().await?;
+                let mark = self.note("restarting the API server");
                 tokio::task::spawn_blocking(move || cluster.restart_apiserver())
                     .await
                     .context("the restart's thread")??;
                 let down = started.elapsed();
                 let ready = Instant::now();
+                self.note("the API server is ready again");
                 let (took, _) = self.settled_after(ready, Some(ready)).await?;
                 let after = self.versions().await?;
                 let written = before
@@ -298,7 +309,8 @@ impl Protocol {
                         *shards.entry(shard).or_default() += 1;
                     }
                     bail!(
-                        "{written} objects were written across the restart; now placed {shards:?}"
+                        "{written} objects were written across the restart; now placed {shards:?}; what the sharder did since the restart began:\n{}",
+                        self.sharder_log(mark)
                     );
                 }
                 Ok(format!(
@@ -344,6 +356,33 @@ impl Protocol {
                 Ok(format!("moved in {took:.1?}"))
             }
         }
+    }
+
+    /// What the sharder logged since `mark`, with the checks' notes and the replicas' lost
+    /// Leases; the whole log, renewals that failed included, is in `sharding.log` beside the
+    /// kubeconfig.
+    fn sharder_log(&self, mark: Option<usize>) -> String {
+        let (Some(log), Some(mark)) = (&self.log, mark) else {
+            return "(not kept)".to_owned();
+        };
+        log.since(mark)
+            .lines()
+            .filter(|line| {
+                line.starts_with("----")
+                    || line.contains("sharding::actor")
+                    || line.contains("sharding::sharder")
+                    || line.contains("taken over")
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    /// Notes `note` in the runtime's log; where the log stood before it.
+    fn note(&self, note: &str) -> Option<usize> {
+        let log = self.log.as_ref()?;
+        let mark = log.mark();
+        log.note(note);
+        Some(mark)
     }
 
     /// Every object's resourceVersion: any write, a relabel included, changes it.
@@ -617,26 +656,34 @@ async fn reconcile_shard(
                 continue;
             }
             let start = Instant::now();
-            let mut acknowledged = false;
-            if labels.drain_requested(object.labels()) {
+            let (acknowledged, end) = if labels.drain_requested(object.labels()) {
                 let version = object.resource_version().unwrap_or_default();
                 let patch = Patch::Merge(labels.acknowledge(&version));
+                // The acknowledgement is the replica's last act on the object, and the API
+                // server stores it before the sharder can see it and move the object on: its
+                // interval ends when it is sent, not when its answer is read, which a busy
+                // machine may delay past the next replica's first reconcile.
+                let sent = Instant::now();
                 match objects.patch(&key, &PatchParams::default(), &patch).await {
                     Ok(_) => {
                         cache.remove(&key);
-                        acknowledged = true;
+                        (true, sent)
                     }
-                    Err(error) => eprintln!("{name}: acknowledging a drain: {error}"),
+                    Err(error) => {
+                        eprintln!("{name}: acknowledging a drain: {error}");
+                        (false, Instant::now())
+                    }
                 }
             } else {
                 tokio::time::sleep(RECONCILE).await;
-            }
+                (false, Instant::now())
+            };
             journal.lock().expect("the journal's lock").push(Interval {
                 object: key,
                 replica: name.to_owned(),
                 acknowledged,
                 start,
-                end: Instant::now(),
+                end,
             });
         }
     }
