@@ -7,8 +7,8 @@
 use std::sync::Arc;
 
 use kube::{
-    Api, Client, Resource, ResourceExt,
-    core::{ClusterResourceScope, NamespaceResourceScope, object::HasStatus},
+    Client, Resource, ResourceExt,
+    core::{ClusterResourceScope, object::HasStatus},
     runtime::{events::Recorder, reflector::ObjectRef},
 };
 use serde::Serialize;
@@ -21,7 +21,7 @@ use crate::{
     failures::Backoff,
     lifecycle::{self, Lifecycle},
     metrics::{Metrics, ReadyWhen},
-    run::{self, Watched},
+    run::{self, WatchScope, Watched},
     settings::Common,
 };
 
@@ -163,38 +163,39 @@ impl<O: Operator> Context<O> {
         self.lifecycle.conditions().and_then(|c| c.last_error())
     }
 
-    /// Server-side applies `child` in `owner`'s namespace (unless it names its own) with a
-    /// controller ownerReference to `owner`, so it is garbage-collected with it and its
-    /// changes trigger a reconcile.
+    /// Server-side applies `child` with a controller ownerReference to `owner`, so it is
+    /// garbage-collected with it and its changes trigger a reconcile. A namespaced child goes
+    /// in `owner`'s namespace unless it names its own; a cluster-scoped one is applied
+    /// cluster-wide.
     ///
     /// The cached child is compared first, and when it already holds every field of `child`
     /// nothing is written, which keeps a repeated reconcile from writing at all. Nothing is
     /// read from the API server.
     pub async fn apply_owned<C>(&self, owner: &O::Primary, mut child: C) -> Result<C>
     where
-        C: CachedIn<O::Children> + Resource<Scope = NamespaceResourceScope>,
+        C: CachedIn<O::Children>,
     {
-        let Some(namespace) = child.namespace().or_else(|| owner.namespace()) else {
+        if <C::Scope as WatchScope>::NAMESPACED && child.namespace().is_none() {
+            child.meta_mut().namespace = owner.namespace();
+        }
+        let Some(api) = <C::Scope as WatchScope>::api_of(self.client.clone(), &child) else {
             let name = child.name_any();
             return Err(Error::Permanent(format!(
                 "{name} has no namespace to go in"
             )));
         };
-        let api = Api::namespaced(self.client.clone(), &namespace);
-        child.meta_mut().namespace = Some(namespace);
         let cache = C::cache(&self.children);
         Ok(apply::apply_owned(&api, cache, owner, child, O::NAME).await?)
     }
 
-    /// Server-side applies a cluster-scoped `child` with a controller ownerReference to
-    /// `owner`. Writes nothing when the cached child already holds every field of `child`.
+    /// [`Context::apply_owned`], by the name it had for a cluster-scoped child before it took
+    /// both scopes.
+    #[deprecated(note = "`apply_owned` applies a cluster-scoped child too")]
     pub async fn apply_owned_cluster<C>(&self, owner: &O::Primary, child: C) -> Result<C>
     where
         C: CachedIn<O::Children> + Resource<Scope = ClusterResourceScope>,
     {
-        let api = Api::all(self.client.clone());
-        let cache = C::cache(&self.children);
-        Ok(apply::apply_owned(&api, cache, owner, child, O::NAME).await?)
+        self.apply_owned(owner, child).await
     }
 }
 
@@ -204,7 +205,9 @@ mod tests {
     use kube::runtime::{controller::Action, watcher};
 
     use super::*;
-    use crate::testing::{assert_owned_apply, holding, mock_api, offline_client};
+    use crate::testing::{
+        assert_applies_owned_once, assert_owned_apply, holding, mock_api, offline_client,
+    };
 
     /// An operator of Pods that owns ConfigMaps and Namespaces.
     struct Pods;
@@ -282,9 +285,7 @@ mod tests {
             .apply_owned(&owner, named::<ConfigMap>("settings"))
             .await;
         again.expect("unchanged");
-        let namespace = ctx
-            .apply_owned_cluster(&owner, named::<Namespace>("team-b"))
-            .await;
+        let namespace = ctx.apply_owned(&owner, named::<Namespace>("team-b")).await;
         namespace.expect("applied");
         drop(ctx);
         let seen = server.await.expect("the mock API server ran");
@@ -295,6 +296,11 @@ mod tests {
         );
         assert_owned_apply(&seen[0], &owner, &config_map, Pods::NAME);
         assert_owned_apply(&seen[1], &owner, &named::<Namespace>("team-b"), Pods::NAME);
+    }
+
+    #[tokio::test]
+    async fn a_cluster_scoped_child_is_applied_once_through_the_same_call() {
+        assert_applies_owned_once::<Pods, _>(&owner(), named::<Namespace>("team-b")).await;
     }
 
     #[tokio::test]

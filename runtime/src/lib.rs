@@ -50,6 +50,8 @@
 //!   versions, answered an object at a time through the hub, losing nothing on a round trip;
 //! - `certificates` (feature `webhooks`): the webhooks' serving certificate, kept in a Secret,
 //!   and its CA published where the API server reads it;
+//! - `webhook_routes` (feature `webhooks`): the webhooks' routes, each hook at its path under
+//!   the body cap that fits it;
 //! - `webhook_server` (feature `webhooks`): the webhooks' HTTPS server, reloading a renewed
 //!   certificate in place.
 //!
@@ -90,6 +92,8 @@ pub mod shutdown;
 pub mod testing;
 pub mod traces;
 pub mod triggers;
+#[cfg(feature = "webhooks")]
+pub mod webhook_routes;
 #[cfg(feature = "webhooks")]
 pub mod webhook_server;
 

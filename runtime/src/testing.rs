@@ -148,6 +148,122 @@ pub fn patched(mut sent: Value, response: &kube::core::admission::AdmissionRespo
     sent
 }
 
+/// What `hook` of `admission` answers to a review of `object`'s creation, beside the object
+/// as it was sent.
+#[cfg(feature = "webhooks")]
+async fn review_creation<K, A>(
+    hook: crate::admission::Hook,
+    admission: &A,
+    object: &K,
+) -> (
+    Value,
+    kube::core::admission::AdmissionResponse,
+    crate::webhook_server::Outcome,
+)
+where
+    K: Resource<DynamicType = ()> + Serialize + serde::de::DeserializeOwned + Send + Sync,
+    A: crate::admission::Admission<K>,
+{
+    let sent = serde_json::to_value(object).expect("the object encodes");
+    let body = admission_review::<K>("CREATE", &sent, &Value::Null);
+    let (response, outcome) = crate::admission::review(hook, admission, &body).await;
+    (sent, response, outcome)
+}
+
+/// Asserts that the validate hook of `admission`, answering a review of `object`'s creation,
+/// decides as calling it directly does, under the review's uid, with the outcome it counts.
+#[cfg(feature = "webhooks")]
+pub async fn assert_answers_as_validate<K, A>(admission: &A, object: &K)
+where
+    K: Resource<DynamicType = ()> + Serialize + serde::de::DeserializeOwned + Send + Sync,
+    A: crate::admission::Admission<K>,
+{
+    use crate::{admission::Hook, webhook_server::Outcome};
+
+    let (_, response, outcome) = review_creation(Hook::Validate, admission, object).await;
+    let expected = admission.validate(object, None).await;
+    assert_eq!(
+        response.allowed,
+        expected.is_ok(),
+        "{}",
+        response.result.message
+    );
+    assert_eq!(outcome == Outcome::Allowed, expected.is_ok());
+    assert_eq!(response.uid, REVIEW_UID);
+}
+
+/// Asserts that the mutate hook of `admission`, answering a review of `object`'s creation,
+/// allows it with a patch that makes the stored object what calling it directly makes of
+/// `object`.
+#[cfg(feature = "webhooks")]
+pub async fn assert_patch_stores_what_mutate_makes<K, A>(admission: &A, object: &K)
+where
+    K: Resource<DynamicType = ()> + Serialize + serde::de::DeserializeOwned + Send + Sync,
+    A: crate::admission::Admission<K>,
+{
+    use crate::{admission::Hook, webhook_server::Outcome};
+
+    let (sent, response, outcome) = review_creation(Hook::Mutate, admission, object).await;
+    assert!(response.allowed, "{}", response.result.message);
+    let answered = if response.patch.is_some() {
+        Outcome::Patched
+    } else {
+        Outcome::Allowed
+    };
+    assert_eq!(outcome, answered);
+    let mut expected: K = serde_json::from_value(sent.clone()).expect("the object decodes");
+    admission
+        .mutate(&mut expected)
+        .await
+        .expect("mutate allows the object");
+    let stored: K =
+        serde_json::from_value(patched(sent, &response)).expect("the patched object decodes");
+    assert_eq!(
+        serde_json::to_value(stored).expect("encodes"),
+        serde_json::to_value(expected).expect("encodes")
+    );
+}
+
+/// Asserts that the webhook routes `routes` builds for a conversion cap convert a review of
+/// 100 objects of `api_version` posted to `path`, and refuse one a byte over the cap unread.
+/// The objects are in the version asked for already: what is checked is the route and its
+/// cap, not the conversion.
+#[cfg(feature = "webhooks")]
+pub async fn assert_converts_at(
+    path: &str,
+    api_version: &str,
+    routes: impl Fn(usize) -> axum::Router,
+) {
+    use tower::ServiceExt as _;
+
+    let objects = (0..100)
+        .map(|i| json!({"apiVersion": api_version, "metadata": {"name": format!("object-{i}")}}))
+        .collect();
+    let body = crate::conversion::round_trips::recorded(api_version, objects);
+    let post = |max_bytes: usize| {
+        let request = axum::http::Request::post(path)
+            .header(http::header::CONTENT_TYPE, "application/json")
+            .body(axum::body::Body::from(body.clone()))
+            .expect("a request");
+        routes(max_bytes).oneshot(request)
+    };
+    let response = post(body.len()).await.expect("an answer");
+    assert_eq!(response.status(), StatusCode::OK);
+    let answer = axum::body::to_bytes(response.into_body(), usize::MAX)
+        .await
+        .expect("a body");
+    let answer: kube::core::conversion::ConversionReview =
+        serde_json::from_slice(&answer).expect("a review");
+    let converted = answer.response.expect("a response").converted_objects;
+    assert_eq!(converted.len(), 100);
+    let refused = post(body.len() - 1).await.expect("an answer");
+    assert_eq!(refused.status(), StatusCode::PAYLOAD_TOO_LARGE);
+    let reason = axum::body::to_bytes(refused.into_body(), usize::MAX)
+        .await
+        .expect("a body");
+    assert!(String::from_utf8_lossy(&reason).contains("--conversion-max-bytes"));
+}
+
 /// Asserts that `object` reads back through its own type as it was written: nothing the type
 /// serializes is lost or changed on the way.
 pub fn assert_round_trips<K: Serialize + serde::de::DeserializeOwned>(object: &K) {
@@ -190,6 +306,33 @@ where
         "controller": true
     }]);
     assert_eq!(seen.body["metadata"]["ownerReferences"], owners);
+}
+
+/// Asserts what [`crate::context::Context::apply_owned`] of operator `O` does with `child` of
+/// `owner`: one server-side apply (see [`assert_owned_apply`]) and nothing else, neither a
+/// read nor, once the child's cache holds what the apply returned, a second write of the same
+/// child.
+pub async fn assert_applies_owned_once<O, C>(owner: &O::Primary, child: C)
+where
+    O: crate::context::Operator,
+    C: crate::context::CachedIn<O::Children>,
+{
+    let (client, server) = mock_api(holding(owner));
+    let ctx = crate::context::Context::<O>::new(client);
+    let applied = ctx.apply_owned(owner, child.clone()).await;
+    let applied = applied.expect("applied");
+    // The watch delivers the applied child to the cache, as the API server returned it.
+    let cached = kube::runtime::watcher::Event::Apply(applied.clone());
+    C::cache(&ctx.children).apply_watcher_event(&cached);
+    ctx.apply_owned(owner, child).await.expect("unchanged");
+    drop(ctx);
+    let seen = server.await.expect("the mock API server ran");
+    assert_eq!(
+        seen.len(),
+        1,
+        "one apply; no read, and no write of an unchanged child: {seen:#?}"
+    );
+    assert_owned_apply(&seen[0], owner, &applied, O::NAME);
 }
 
 /// The body of the API server's 404.

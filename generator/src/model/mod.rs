@@ -102,8 +102,6 @@ pub struct Operator {
     pub has_sample: bool,
     /// The owned kind the shipped tests apply as a child: the first with a valid empty object.
     pub owned_sample: Option<Related>,
-    /// Whether a shipped test talks to a mock API server: the owned child's.
-    pub mock_tests: bool,
     pub requeue: Requeue,
     /// `use` lines for related kinds and what their relations need, sorted and unique.
     pub related_imports: Vec<Import>,
@@ -349,7 +347,6 @@ pub fn analyze(
         crd_newer_than_1_20,
         webhooks,
         has_sample,
-        mock_tests: has_sample && owned_sample.is_some(),
         condition,
         owned_sample,
         cached_kinds: 1 + relations.owns.len(),
