@@ -479,6 +479,46 @@ mod tests {
         );
     }
 
+    /// Whether a Rust template glues a printed value to letters, digits or `_` on either side:
+    /// an identifier composed in the template (`{{ kind }}Spec`), which the model's naming
+    /// should have decided and de-duplicated instead.
+    fn composes_identifier(source: &str) -> Option<String> {
+        let word = |c: Option<char>| c.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_');
+        let mut rest = source;
+        while let Some(start) = rest.find("{{") {
+            let before = rest[..start].chars().next_back();
+            let Some(end) = rest[start..].find("}}") else {
+                break;
+            };
+            let end = start + end + 2;
+            let after = rest[end..].chars().next();
+            if word(before) || word(after) {
+                let line_start = rest[..start].rfind('\n').map_or(0, |i| i + 1);
+                let line_end = rest[end..].find('\n').map_or(rest.len(), |i| end + i);
+                return Some(rest[line_start..line_end].trim().to_owned());
+            }
+            rest = &rest[end..];
+        }
+        None
+    }
+
+    #[test]
+    fn no_rust_template_composes_an_identifier() {
+        for &(name, source) in operator_gen_templates::FILES {
+            if name.ends_with(".rs.tera") {
+                assert_eq!(composes_identifier(source), None, "{name}");
+            }
+        }
+        assert_eq!(
+            composes_identifier("a {{ x }} b\npub struct {{ kind }}Spec {"),
+            Some("pub struct {{ kind }}Spec {".to_owned())
+        );
+        assert_eq!(
+            composes_identifier("let {{ x }}_events = 1;").as_deref(),
+            Some("let {{ x }}_events = 1;")
+        );
+    }
+
     #[test]
     fn every_output_has_a_template_and_every_template_an_output_or_includer() {
         let embedded: Vec<&str> = operator_gen_templates::FILES.iter().map(|f| f.0).collect();

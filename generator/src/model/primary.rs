@@ -49,6 +49,9 @@ pub struct Primary {
     /// kind itself cannot name a Rust type (`Self`); kube-derive names it after the kind.
     pub derived_root: Option<Text>,
     pub namespaced: bool,
+    /// A derived primary's spec struct, which kube-derive builds the root type from; decided
+    /// here, so that no template composes it.
+    pub spec_type: Option<Ident>,
     pub status_type: Option<Ident>,
     /// Whether status is written through the `/status` subresource, which is what makes a
     /// status write leave `metadata.generation` alone and so not retrigger a reconcile.
@@ -153,6 +156,7 @@ impl Names<'_> {
             rust_type,
             derived_root: None,
             namespaced: self.namespaced,
+            spec_type: None,
             status_type: None,
             status_subresource: false,
             conditions: None,
@@ -449,6 +453,7 @@ fn derived(manifest_origin: &str, d: &manifest::Derived) -> Result<PrimaryFacts>
     let root = naming::type_ident(&d.kind, &[]);
     let mut primary = names.primary(root.clone());
     primary.derived_root = (root.as_str() != d.kind).then(|| Text::from(root.as_str()));
+    primary.spec_type = Some(naming::type_ident(&format!("{root}Spec"), &[]));
     primary.status_type = Some(naming::type_ident(&format!("{root}Status"), &[]));
     primary.status_subresource = true;
     Ok(PrimaryFacts::plain(primary, Archetype::Derived))
