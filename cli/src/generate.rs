@@ -71,9 +71,7 @@ pub fn run(args: GenArgs, shell: &Shell) -> anyhow::Result<ExitCode> {
     }
     let operator = &generated.operator;
     let primary = &operator.primary;
-    let source = if primary.origin.is_empty() {
-        format!("{:?} operator for {}", operator.archetype, primary.kind)
-    } else {
+    let source = if let Some(origin) = &generated.origin {
         let note = if primary.storage_version {
             "the storage version"
         } else {
@@ -81,10 +79,12 @@ pub fn run(args: GenArgs, shell: &Shell) -> anyhow::Result<ExitCode> {
         };
         format!(
             "{} ({}, version {}, {note})",
-            shown(&primary.origin),
+            shown(origin),
             primary.crd_name,
             primary.version
         )
+    } else {
+        format!("{:?} operator for {}", operator.archetype, primary.kind)
     };
     let mut out = format!(
         "{} {} from {source} in {} ms: {report}\n",
@@ -98,7 +98,7 @@ pub fn run(args: GenArgs, shell: &Shell) -> anyhow::Result<ExitCode> {
     }
     // A closed pipe (`| head`) is no reason to fail, let alone panic.
     let _ = std::io::Write::write_all(&mut std::io::stdout().lock(), out.as_bytes());
-    for warning in &operator.warnings {
+    for warning in &generated.warnings {
         eprintln!("warning: {}", shown(warning));
     }
     if check && !report.changed().is_empty() {

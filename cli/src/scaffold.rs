@@ -103,7 +103,7 @@ pub fn run(args: NewArgs, shell: &Shell) -> anyhow::Result<ExitCode> {
         shown(&generated.operator.primary.kind),
         shell.name,
     );
-    for warning in &generated.operator.warnings {
+    for warning in &generated.warnings {
         eprintln!("warning: {}", shown(warning));
     }
     Ok(ExitCode::SUCCESS)

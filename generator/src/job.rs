@@ -185,7 +185,7 @@ impl Job {
         }
         let report = generated.plan.apply(&self.out, mode)?;
         if mode == (Mode::Write { force: true }) && request.flags.crd && !request.flags.manifest {
-            generated.operator.warnings.push(
+            generated.warnings.push(
                 "--force replaced the generated files, but operator.yaml (yours) still names the \
                  CRD it had in `primary.crd`, so a plain `operator-gen gen` would go back to it: \
                  edit `primary.crd` (and `kind`, `version`) there"
@@ -193,7 +193,6 @@ impl Job {
             );
         }
         generated
-            .operator
             .warnings
             .extend(crate::migration::notes(&self.out));
         Ok((generated, report))
@@ -389,13 +388,9 @@ mod tests {
 
         let (forced, _) = gadget.run(Mode::Write { force: true }).unwrap();
         assert!(
-            forced
-                .operator
-                .warnings
-                .iter()
-                .any(|w| w.contains("still names")),
+            forced.warnings.iter().any(|w| w.contains("still names")),
             "{:?}",
-            forced.operator.warnings
+            forced.warnings
         );
         let cargo = std::fs::read_to_string(out.join("Cargo.toml")).unwrap();
         assert!(

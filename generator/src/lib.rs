@@ -77,6 +77,11 @@ pub struct Request {
 pub struct Generated {
     pub plan: Plan,
     pub operator: model::Operator,
+    /// Where the primary's CRD came from, a path or URL as typed, when the primary is a CRD:
+    /// the command's report names it.
+    pub origin: Option<String>,
+    /// Things the generator worked around and a person should know: the command prints them.
+    pub warnings: Vec<String>,
 }
 
 impl Request {
@@ -194,7 +199,11 @@ fn generate_here(request: &Request) -> Result<Generated> {
             related.push(RelatedCrd { field, selected });
         }
     }
-    let operator = model::analyze(
+    let model::Analysis {
+        operator,
+        origin,
+        warnings,
+    } = model::analyze(
         &request.manifest_origin(),
         manifest,
         &input,
@@ -202,7 +211,12 @@ fn generate_here(request: &Request) -> Result<Generated> {
         request.flags,
     )?;
     let plan = render::render(&operator)?;
-    Ok(Generated { plan, operator })
+    Ok(Generated {
+        plan,
+        operator,
+        origin,
+        warnings,
+    })
 }
 
 /// Resolves the manifest's `primary` (and the command line's overrides) to one archetype.

@@ -89,7 +89,7 @@ fn run_command(command: &str, folder: &Path, out: &Path) -> String {
     match result {
         Err(error) => format!("error: {error}"),
         Ok((generated, report)) => {
-            let mut shown = format!("{report}\n{}\n", generated.operator.warnings.join("\n"));
+            let mut shown = format!("{report}\n{}\n", generated.warnings.join("\n"));
             if command == "diff" {
                 match generated.plan.diff(out) {
                     Ok(diff) => shown.push_str(&diff),

@@ -117,9 +117,6 @@ pub struct Operator {
     /// Whether the operator can run sharded (`sharding: true`): replicas split the primaries
     /// by the labels a sharder writes, with the wiring in `operator_gen_runtime::sharding`.
     pub sharding: bool,
-    /// True when some owned kind is namespaced / cluster-scoped, selecting helper variants.
-    pub owns_namespaced: bool,
-    pub owns_cluster: bool,
     pub dependencies: Vec<Dependency>,
     pub dev_dependencies: Vec<Dependency>,
     /// The least-privilege rules the generated code needs, one per resource.
@@ -145,9 +142,18 @@ pub struct Operator {
     pub selected_module: Option<Ident>,
     /// One module per related custom kind, holding the version the manifest selected.
     pub related_types: Vec<TypesModule>,
+}
+
+/// What [`analyze`] found: the model the templates render, and beside it what only the
+/// command prints.
+#[derive(Debug, Clone)]
+pub struct Analysis {
+    pub operator: Operator,
+    /// Where the primary's CRD came from, a path or URL as typed (so never rendered), when the
+    /// primary is a CRD.
+    pub origin: Option<String>,
     /// Things the generator worked around and a person should know, such as a schema type it
-    /// did not recognise; printed by the command, never rendered.
-    #[serde(skip)]
+    /// did not recognise.
     pub warnings: Vec<String>,
 }
 
@@ -189,7 +195,7 @@ pub fn analyze(
     input: &PrimaryInput,
     related_crds: &[RelatedCrd],
     flags: CommandFlags,
-) -> Result<Operator> {
+) -> Result<Analysis> {
     let bad = |field: &str, reason: String| Error::Manifest {
         location: format!("{manifest_origin}: field `{field}`"),
         reason,
@@ -317,6 +323,7 @@ pub fn analyze(
     let crd_newer_than_1_20 = facts.newer_than_1_20;
     let predicates = policy::predicates(manifest, manifest.sharding);
     let mut warnings = facts.warnings.clone();
+    let origin = facts.origin.clone();
     warnings.extend(relations.warnings.iter().cloned());
     let monitoring =
         monitoring::monitoring(&crate_name, &namespace, webhooks.is_some()).map_err(|e| {
@@ -325,7 +332,7 @@ pub fn analyze(
                 reason: e.to_string(),
             }
         })?;
-    Ok(Operator {
+    let operator = Operator {
         monitoring,
         crate_ident: naming::snake_ident(&crate_name),
         description: description(facts.archetype, primary),
@@ -352,8 +359,6 @@ pub fn analyze(
         cached_kinds: 1 + relations.owns.len(),
         watches_metadata: relations.watches.iter().any(|w| w.metadata_only),
         sharding: manifest.sharding,
-        owns_namespaced: relations.owns.iter().any(|o| o.namespaced),
-        owns_cluster: relations.owns.iter().any(|o| !o.namespaced),
         archetype: facts.archetype,
         generic_kinds: facts.generic_kinds,
         primary: facts.primary,
@@ -369,6 +374,10 @@ pub fn analyze(
         selected_module: facts.selected_module,
         versions: facts.versions,
         related_types: relations.types,
+    };
+    Ok(Analysis {
+        operator,
+        origin,
         warnings,
     })
 }

@@ -66,10 +66,6 @@ pub struct Primary {
     /// Whether the version is the CRD's storage version, a fact about the CRD that generated
     /// docs state.
     pub storage_version: bool,
-    /// Where the CRD came from, for the command's report; never rendered, because it is a
-    /// path or URL as typed.
-    #[serde(skip)]
-    pub origin: String,
 }
 
 /// Which optional fields a CRD's condition items declare; `type` and `status` always exist.
@@ -100,6 +96,8 @@ pub(super) struct PrimaryFacts {
     pub uses_chrono: bool,
     pub generic_kinds: Vec<Related>,
     pub warnings: Vec<String>,
+    /// Where the CRD came from, a path or URL as typed, when the primary is a CRD.
+    pub origin: Option<String>,
     /// Whether the CRD uses what the project's Kubernetes 1.20 API server refuses, so the
     /// generated README says how to install it there.
     pub newer_than_1_20: bool,
@@ -115,6 +113,7 @@ impl PrimaryFacts {
             uses_chrono: false,
             generic_kinds: Vec::new(),
             warnings: Vec::new(),
+            origin: None,
             newer_than_1_20: false,
         }
     }
@@ -162,7 +161,6 @@ impl Names<'_> {
             conditions: None,
             sample: None,
             storage_version: false,
-            origin: String::new(),
         }
     }
 }
@@ -212,9 +210,9 @@ fn imported(
     if dynamic {
         let mut primary = names.primary(naming::type_ident("DynamicObject", &[]));
         primary.crd_name = Text::from(selected.name());
-        primary.origin = selected.origin.clone();
         primary.storage_version = version.storage;
         let mut facts = PrimaryFacts::plain(primary, Archetype::Dynamic);
+        facts.origin = Some(selected.origin.clone());
         facts.warnings = crate::kube_1_20::warnings(&selected.origin, crd);
         facts.newer_than_1_20 = !facts.warnings.is_empty();
         return Ok(facts);
@@ -285,7 +283,6 @@ fn imported(
         warnings.extend(cel_warnings);
         primary.sample = Some(Text::new(body.to_string()));
     }
-    primary.origin = selected.origin.clone();
     primary.storage_version = version.storage;
     Ok(PrimaryFacts {
         primary,
@@ -295,6 +292,7 @@ fn imported(
         uses_chrono,
         generic_kinds: Vec::new(),
         warnings,
+        origin: Some(selected.origin.clone()),
         newer_than_1_20,
     })
 }

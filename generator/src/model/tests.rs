@@ -16,6 +16,11 @@ fn analyze_with(manifest: &str) -> Result<Operator> {
 
 /// `manifest` with the CRD `crd` as its primary, with generated types.
 fn analyze_crd(crd: &str, manifest: &str) -> Result<Operator> {
+    analyze_crd_warned(crd, manifest).map(|analysis| analysis.operator)
+}
+
+/// [`analyze_crd`], with the warnings the command would print.
+fn analyze_crd_warned(crd: &str, manifest: &str) -> Result<Analysis> {
     let primary = select(
         "w.yaml",
         parse_all("w.yaml", crd.as_bytes())?,
@@ -347,7 +352,8 @@ fn headers_name_flags_but_no_paths() {
         &[],
         flags,
     )
-    .unwrap();
+    .unwrap()
+    .operator;
     assert_eq!(
         operator.provenance.regenerate.raw(),
         "operator-gen gen --crd <CRD> --kind Widget --manifest <operator.yaml>"
@@ -406,7 +412,8 @@ fn a_related_kind_never_shares_a_module_with_a_version() {
         &related,
         CommandFlags::default(),
     )
-    .unwrap();
+    .unwrap()
+    .operator;
     let modules: Vec<&str> = operator
         .versions
         .iter()
@@ -499,6 +506,7 @@ fn analyze_dynamic(manifest: &str) -> Result<Operator> {
         &[],
         CommandFlags::default(),
     )
+    .map(|analysis| analysis.operator)
 }
 
 #[test]
@@ -525,6 +533,7 @@ fn analyze_derived(also_served: &str) -> Result<Operator> {
         &[],
         CommandFlags::default(),
     )
+    .map(|analysis| analysis.operator)
 }
 
 #[test]
@@ -582,6 +591,7 @@ fn analyze_builtin(manifest: &str) -> Result<Operator> {
         &[],
         CommandFlags::default(),
     )
+    .map(|analysis| analysis.operator)
 }
 
 #[test]
@@ -728,12 +738,12 @@ fn a_condition_that_cannot_be_written_is_refused_naming_the_field() {
 
 /// `analyze_with`'s CRD, with CEL rules on its spec: one the least sample breaks, one
 /// kube-cel cannot compile and a transition rule.
-fn analyze_with_rules(manifest: &str) -> Result<Operator> {
+fn analyze_with_rules(manifest: &str) -> Result<Analysis> {
     let with_rules = "schema: { openAPIV3Schema: { type: object, properties: { spec: { type: object, \
                       x-kubernetes-validations: [{rule: 'self.size > 0', message: 'size must be positive'}, \
                       {rule: 'self.size >', message: 'unparsable'}, {rule: 'self.size >= oldSelf.size'}], \
                       required: [size], properties: { size: { type: integer } } } } } }";
-    analyze_crd(
+    analyze_crd_warned(
         &CRD.replace("schema: { openAPIV3Schema: { type: object } }", with_rules),
         manifest,
     )
@@ -758,13 +768,13 @@ fn a_sample_that_breaks_a_cel_rule_is_refused_naming_the_rule_and_field() {
     assert!(err.contains("with `sample:` written over it"), "{err}");
     // A sample that satisfies it passes; the rule kube-cel cannot compile is a warning, and
     // the transition rule is skipped, as on a create.
-    let operator = analyze_with_rules("sample: {spec: {size: 2}}").unwrap();
-    let cel: Vec<&String> = operator
+    let analysis = analyze_with_rules("sample: {spec: {size: 2}}").unwrap();
+    let cel: Vec<&String> = analysis
         .warnings
         .iter()
         .filter(|w| w.contains("CEL rule"))
         .collect();
-    assert_eq!(cel.len(), 1, "{:?}", operator.warnings);
+    assert_eq!(cel.len(), 1, "{:?}", analysis.warnings);
     assert!(
         cel[0].contains("`self.size >`") && cel[0].contains("cannot be compiled"),
         "{}",
