@@ -43,10 +43,12 @@ const OBJECT_PREFIX: &str = "object-";
 const OBJECTS: usize = 200;
 /// The replicas' Lease: short, so that a crash is found out in seconds.
 const LEASE_SECONDS: u64 = 5;
-/// How long after a crash its objects may take to move: the Lease, plus the next renewal of
-/// another replica (the proof the sharder waits for that renewals were taken), one relabel and
-/// one reconcile each.
-const CRASH_BOUND: Duration = Duration::from_secs(LEASE_SECONDS + 5);
+/// How often a replica renews its Lease: the Lease less the runtime's renewal margin (2 s).
+const RENEWAL_SECONDS: u64 = 3;
+/// How long after a crash its objects may take to move: the Lease, then the next renewal of
+/// another replica (the proof the sharder waits for that renewals were taken), plus 5 s for a
+/// relabel and a reconcile each.
+const CRASH_BOUND: Duration = Duration::from_secs(LEASE_SECONDS + RENEWAL_SECONDS + 5);
 /// How long a reconcile takes here: long enough that two at once would overlap measurably.
 const RECONCILE: Duration = Duration::from_millis(2);
 /// How often a replica reconciles every object it holds, as requeues and children's events
