@@ -114,10 +114,13 @@ impl Membership {
     /// either. The second duration is for a replica whose first renewal after the outage went to
     /// a server not answering yet: it waits out its renewal's timeout and a retry, nearly a
     /// whole Lease, before it renews, while another replica may have renewed at once. A Lease
-    /// already expired when the watch failed stays expired.
+    /// already expired when the watch failed stays expired, and one seen renewed since then
+    /// keeps the one duration it runs on: its replica reaches the server again.
     pub fn resync(&mut self, failed_at: Instant, now: Instant) {
         for lease in self.leases.values_mut() {
+            let renewed_since = lease.changed > failed_at && !lease.unrenewed_since_outage;
             if lease.holder.is_some()
+                && !renewed_since
                 && failed_at.saturating_duration_since(lease.changed) < lease.lifetime()
             {
                 lease.changed = now;
@@ -351,6 +354,34 @@ mod tests {
             Some(renewed + Duration::from_secs(10))
         );
         assert!(members.live(renewed + Duration::from_secs(10)).is_empty());
+    }
+
+    #[test]
+    fn a_lease_seen_renewed_since_the_outage_keeps_one_duration_through_a_later_resync() {
+        let start = Instant::now();
+        let mut members = Membership::default();
+        for name in ["op-a", "op-b", "op-c"] {
+            members.observe(&lease(name, 100), start);
+        }
+        let failed = start + Duration::from_secs(2);
+        let back = start + Duration::from_secs(30);
+        members.resync(failed, back);
+        // op-b renews at once; at op-a's renewal a second later the sharder starts every Lease
+        // unrenewed since the outage afresh again. op-c has not renewed: it keeps the grace.
+        let renewed = back + Duration::from_secs(1);
+        members.observe(&lease("op-b", 131), renewed);
+        let first = back + Duration::from_secs(2);
+        members.observe(&lease("op-a", 132), first);
+        members.resync(failed, first);
+        let one = Duration::from_secs(10);
+        assert!(members.is_live("op-b", renewed + one - Duration::from_millis(1)));
+        assert!(
+            !members.is_live("op-b", renewed + one),
+            "op-b reaches the server"
+        );
+        assert!(!members.is_live("op-a", first + one));
+        assert!(members.is_live("op-c", first + 2 * one - Duration::from_millis(1)));
+        assert!(!members.is_live("op-c", first + 2 * one));
     }
 
     #[test]
