@@ -58,9 +58,10 @@ const BASE: &[(&str, &str)] = &[
 ];
 
 /// Dev-dependencies of every generated crate: the runtime's `test-util` feature (the mock API
-/// server, the offline client and the cluster test's log tail) and tower's `ServiceExt` to call
-/// the webhooks' routes; tower-test and tracing-subscriber for the crate's own tests, which
-/// crates generated before the runtime held these pieces may use, so regenerating keeps them.
+/// server, the offline client, the assertions the shipped tests make and the cluster test's
+/// log tail); tower (`ServiceExt`, to call routes), tower-test and tracing-subscriber for the
+/// crate's own tests, which crates generated before the runtime held these pieces may use, so
+/// regenerating keeps them.
 const BASE_DEV: &[(&str, &str)] = &[
     (
         "operator-gen-runtime",
