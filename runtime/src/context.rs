@@ -9,7 +9,7 @@ use std::sync::Arc;
 use kube::{
     Client, Resource, ResourceExt,
     core::{ClusterResourceScope, object::HasStatus},
-    runtime::{events::Recorder, reflector::ObjectRef},
+    runtime::{controller::Action, events::Recorder, reflector::ObjectRef},
 };
 use serde::Serialize;
 
@@ -32,8 +32,9 @@ pub trait Operator: 'static {
     type Primary: Watched + Serialize;
     /// Its flags.
     type Settings: Send + Sync;
-    /// The caches of the kinds it owns; `()` when it owns none.
-    type Children: Default + Send + Sync;
+    /// The caches of the kinds it owns, declared with [`children!`](crate::children); `()`
+    /// when it owns none.
+    type Children: Children;
 
     /// Its name: field manager, Lease, and the value of the managed-by label on its children.
     const NAME: &'static str;
@@ -51,6 +52,65 @@ pub trait Operator: 'static {
 
     /// The flags every operator takes, among its settings.
     fn common(settings: &Self::Settings) -> &Common;
+}
+
+/// The caches of the kinds an operator owns, each filled by the controller's watch of its kind
+/// in every term. [`children!`](crate::children) declares them.
+pub trait Children: Default + Send + Sync + 'static {
+    /// Waits until every cache has listed its kind in this term, so that a reconcile never
+    /// takes a child that is not cached yet for one that does not exist, nor the last term's
+    /// child for this one's, and a restart writes nothing.
+    fn ready(&self) -> impl Future<Output = ()> + Send;
+}
+
+/// An operator that owns nothing has nothing to wait for.
+impl Children for () {
+    async fn ready(&self) {}
+}
+
+/// Declares an operator's [`Children`]: a struct with one [`Cache`] per owned kind, and the
+/// [`CachedIn`] impls through which [`Context::apply_owned`] finds a kind's cache.
+///
+/// ```
+/// use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+///
+/// operator_gen_runtime::children! {
+///     /// What this operator owns.
+///     pub struct Children {
+///         config_map: ConfigMap,
+///         secret: Secret,
+///     }
+/// }
+///
+/// let children = Children::default();
+/// assert!(children.config_map.state().is_empty());
+/// ```
+#[macro_export]
+macro_rules! children {
+    ($(#[$attr:meta])* $vis:vis struct $name:ident { $($field:ident: $kind:ty),+ $(,)? }) => {
+        $(#[$attr])*
+        #[derive(Clone, Default)]
+        $vis struct $name {
+            $(
+                #[doc = concat!("The cached `", stringify!($kind), "` children.")]
+                pub $field: $crate::cache::Cache<$kind>,
+            )+
+        }
+
+        impl $crate::context::Children for $name {
+            async fn ready(&self) {
+                $(self.$field.listed().await;)+
+            }
+        }
+
+        $(
+            impl $crate::context::CachedIn<$name> for $kind {
+                fn cache(children: &$name) -> &$crate::cache::Cache<Self> {
+                    &children.$field
+                }
+            }
+        )+
+    };
 }
 
 /// A kind an operator owns, with its cache among the operator's children `C`: what
@@ -120,6 +180,30 @@ impl<O: Operator> Context<O> {
     /// What every reconcile goes through around the operator's hooks.
     pub fn lifecycle(&self) -> &Lifecycle<O::Primary> {
         &self.lifecycle
+    }
+
+    /// Reconciles `obj` with the operator's hooks, `apply` for an object that lives and
+    /// `cleanup` for one being deleted, once every child's cache has listed its kind in this
+    /// term: see [`Lifecycle::reconcile`]. It reads nothing from the API server.
+    ///
+    /// # Errors
+    /// What a hook fails with, or the lifecycle's own failures (a namespaced object without a
+    /// namespace, the finalizer's patches, the condition's write).
+    pub async fn reconcile<Apply, Applied, Cleanup, Cleaned>(
+        &self,
+        obj: Arc<O::Primary>,
+        apply: Apply,
+        cleanup: Cleanup,
+    ) -> Result<Action>
+    where
+        Apply: FnOnce(Arc<O::Primary>) -> Applied,
+        Applied: Future<Output = Result<Action>>,
+        Cleanup: FnOnce(Arc<O::Primary>) -> Cleaned,
+        Cleaned: Future<Output = Result<Action>>,
+    {
+        self.children.ready().await;
+        let api = run::object_api(&self.client, obj.as_ref())?;
+        self.lifecycle.reconcile(&api, obj, apply, cleanup).await
     }
 
     /// Sets `obj`'s status to `status` through the `/status` subresource, writing only when a
@@ -201,32 +285,24 @@ impl<O: Operator> Context<O> {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod};
     use kube::runtime::{controller::Action, watcher};
 
     use super::*;
     use crate::testing::{
-        assert_applies_owned_once, assert_owned_apply, holding, mock_api, offline_client,
+        assert_applies_owned_once, assert_owned_apply, holding, mock_api, named, offline_client,
     };
 
     /// An operator of Pods that owns ConfigMaps and Namespaces.
     struct Pods;
 
-    #[derive(Default)]
-    struct Children {
-        config_maps: Cache<ConfigMap>,
-        namespaces: Cache<Namespace>,
-    }
-
-    impl CachedIn<Children> for ConfigMap {
-        fn cache(children: &Children) -> &Cache<Self> {
-            &children.config_maps
-        }
-    }
-
-    impl CachedIn<Children> for Namespace {
-        fn cache(children: &Children) -> &Cache<Self> {
-            &children.namespaces
+    crate::children! {
+        /// A ConfigMap and a Namespace, owned by the operator of Pods.
+        struct Children {
+            config_maps: ConfigMap,
+            namespaces: Namespace,
         }
     }
 
@@ -257,12 +333,6 @@ mod tests {
         pod.metadata.namespace = Some("team-a".to_owned());
         pod.metadata.uid = Some("0b5e55ed-0000-0000-0000-000000000002".to_owned());
         pod
-    }
-
-    fn named<K: Resource<DynamicType = ()> + Default>(name: &str) -> K {
-        let mut object = K::default();
-        object.meta_mut().name = Some(name.to_owned());
-        object
     }
 
     #[tokio::test]
@@ -312,6 +382,51 @@ mod tests {
             .apply_owned(&owner, named::<ConfigMap>("settings"))
             .await
             .expect_err("nowhere to go");
+        assert!(!error.is_transient(), "{error}");
+    }
+
+    /// [`Children::ready`], which the test's struct of the same name hides.
+    fn ready(children: &Children) -> impl Future<Output = ()> + Send {
+        super::Children::ready(children)
+    }
+
+    #[tokio::test]
+    async fn declared_children_are_ready_once_every_cache_has_listed_and_each_kind_finds_its_own() {
+        let children = Children::default();
+        children
+            .config_maps
+            .apply_watcher_event(&watcher::Event::InitDone);
+        let waiting = tokio::time::timeout(Duration::from_millis(50), ready(&children)).await;
+        assert!(waiting.is_err(), "the Namespaces have not been listed");
+        children
+            .namespaces
+            .apply_watcher_event(&watcher::Event::InitDone);
+        tokio::time::timeout(Duration::from_secs(5), ready(&children))
+            .await
+            .expect("both listed");
+        let config_maps = <ConfigMap as CachedIn<Children>>::cache(&children);
+        assert!(std::ptr::eq(config_maps, &children.config_maps));
+        let namespaces = <Namespace as CachedIn<Children>>::cache(&children);
+        assert!(std::ptr::eq(namespaces, &children.namespaces));
+    }
+
+    #[tokio::test]
+    async fn a_reconcile_of_an_object_without_its_namespace_fails_before_any_hook_runs() {
+        let ctx = Context::<Pods>::new(offline_client());
+        let children = &ctx.children;
+        children
+            .config_maps
+            .apply_watcher_event(&watcher::Event::InitDone);
+        children
+            .namespaces
+            .apply_watcher_event(&watcher::Event::InitDone);
+        let mut pod = owner();
+        pod.metadata.namespace = None;
+        let applied = |_| async { panic!("no hook runs") };
+        let result = ctx
+            .reconcile(Arc::new(pod), applied, lifecycle::no_cleanup)
+            .await;
+        let error = result.expect_err("a namespaced object without a namespace");
         assert!(!error.is_transient(), "{error}");
     }
 

@@ -3,11 +3,17 @@
 //! that doubles with each failure of the same object; a permanent one waits for the object to
 //! change. One object failing never slows the others.
 
-use std::{collections::HashMap, fmt::Display, hash::Hash, sync::Mutex, time::Duration};
+use std::{
+    collections::HashMap,
+    fmt::Display,
+    hash::Hash,
+    sync::{Arc, Mutex},
+    time::{Duration, Instant},
+};
 
 use kube::runtime::controller::Action;
 
-use crate::Retryable;
+use crate::{Retryable, metrics::Metrics};
 
 /// Per-object exponential backoff: `base` after the first failure, doubled per consecutive
 /// failure, capped at `max`.
@@ -83,6 +89,62 @@ impl<Key: Clone + Display + Eq + Hash> Failures<Key> {
     }
 }
 
+/// Every reconcile's outcome, kept where it is read: the failures per key, which the backoff
+/// reads, and the metrics. The [`Lifecycle`](crate::lifecycle::Lifecycle) of a typed primary
+/// records in one, and so does a controller over `DynamicObject`s or over several kinds, whose
+/// keys are its own.
+pub struct Outcomes<Key> {
+    failures: Failures<Key>,
+    metrics: Arc<Metrics>,
+}
+
+impl<Key: Clone + Display + Eq + Hash> Outcomes<Key> {
+    /// No outcomes yet; reconciles are counted in `metrics`, and retried after `backoff`.
+    pub fn new(metrics: Arc<Metrics>, backoff: Backoff) -> Self {
+        Self {
+            failures: Failures::new(backoff),
+            metrics,
+        }
+    }
+
+    /// The metrics every reconcile is counted in.
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.metrics
+    }
+
+    /// Runs `reconcile`, a reconcile of `key`, and records how it ended.
+    ///
+    /// # Errors
+    /// What `reconcile` fails with.
+    pub async fn track<E: Retryable>(
+        &self,
+        key: &Key,
+        reconcile: impl Future<Output = Result<Action, E>>,
+    ) -> Result<Action, E> {
+        let started = Instant::now();
+        let result = reconcile.await;
+        self.record(key, started, &result);
+        result
+    }
+
+    /// Records a reconcile of `key` that started at `started` and ended with `result`.
+    pub fn record<E: Retryable>(&self, key: &Key, started: Instant, result: &Result<Action, E>) {
+        self.failures.record(key, result.is_ok());
+        self.metrics.observe(started, result.as_ref().err());
+    }
+
+    /// Consecutive failed reconciles of `key` so far.
+    pub fn failure_count(&self, key: &Key) -> u32 {
+        self.failures.count(key)
+    }
+
+    /// What to do after a reconcile of `key` failed with `error`: see
+    /// [`Failures::retry_action`].
+    pub fn retry_action<E: Retryable + Display>(&self, key: &Key, error: &E) -> Action {
+        self.failures.retry_action(key, error)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -152,6 +214,34 @@ mod tests {
         assert_eq!(
             failures.retry_action(&object, &permanent),
             Action::await_change()
+        );
+    }
+
+    #[tokio::test]
+    async fn a_tracked_reconcile_is_counted_in_the_metrics_and_its_failures_back_off() {
+        let metrics = Arc::new(Metrics::new(crate::metrics::ReadyWhen::WatchesListed(1)));
+        let outcomes = Outcomes::new(Arc::clone(&metrics), BACKOFF);
+        let object = "Widget/ns/a";
+        for _ in 0..2 {
+            let failed = outcomes.track(&object, async { Err(Failure(true)) }).await;
+            let action = outcomes.retry_action(&object, &failed.expect_err("failed"));
+            assert_eq!(
+                action,
+                Action::requeue(BACKOFF.delay(outcomes.failure_count(&object)))
+            );
+        }
+        assert_eq!(outcomes.failure_count(&object), 2);
+        let done = outcomes.track(&object, async { Ok::<_, Failure>(Action::await_change()) });
+        assert_eq!(done.await.ok(), Some(Action::await_change()));
+        assert_eq!(outcomes.failure_count(&object), 0, "reset by a success");
+        let rendered = metrics.render();
+        let reconciles = rendered
+            .lines()
+            .find(|line| line.starts_with("operator_reconciles_total"));
+        assert_eq!(
+            reconciles,
+            Some("operator_reconciles_total 3"),
+            "{rendered}"
         );
     }
 }

@@ -29,7 +29,7 @@ use crate::{
     Retryable,
     conditions::{self, Conditions},
     events,
-    failures::{Backoff, Failures},
+    failures::{Backoff, Outcomes},
     metrics::Metrics,
     sharding::Replica,
 };
@@ -63,8 +63,7 @@ impl<E> ReconcileError for E where
 
 /// The steps around every reconcile of a `K`, and what they keep between reconciles.
 pub struct Lifecycle<K: Resource<DynamicType = ()>> {
-    failures: Failures<ObjectRef<K>>,
-    metrics: Arc<Metrics>,
+    outcomes: Outcomes<ObjectRef<K>>,
     recorder: Recorder,
     finalizer: Option<String>,
     conditions: Option<Conditions<K>>,
@@ -86,8 +85,7 @@ where
     /// by `recorder`; no finalizer and no condition until they are added.
     pub fn new(metrics: Arc<Metrics>, recorder: Recorder, backoff: Backoff) -> Self {
         Self {
-            failures: Failures::new(backoff),
-            metrics,
+            outcomes: Outcomes::new(metrics, backoff),
             recorder,
             finalizer: None,
             conditions: None,
@@ -146,12 +144,12 @@ where
 
     /// The metrics every reconcile is counted in.
     pub fn metrics(&self) -> &Arc<Metrics> {
-        &self.metrics
+        self.outcomes.metrics()
     }
 
     /// Consecutive failed reconciles of `key` so far.
     pub fn failure_count(&self, key: &ObjectRef<K>) -> u32 {
-        self.failures.count(key)
+        self.outcomes.failure_count(key)
     }
 
     /// What to do after a reconcile of `key` failed with `error`: see
@@ -160,7 +158,7 @@ where
     where
         E: Retryable + std::fmt::Display,
     {
-        self.failures.retry_action(key, error)
+        self.outcomes.retry_action(key, error)
     }
 
     /// Reconciles `obj`, which `api` reads and writes, with the operator's hooks: `apply` for
@@ -232,7 +230,7 @@ where
         let started = Instant::now();
         let key = ObjectRef::from_obj(obj.as_ref());
         let reference = obj.object_ref(&());
-        let failed_before = self.failures.count(&key) > 0;
+        let failed_before = self.outcomes.failure_count(&key) > 0;
         if let Some(conditions) = &self.conditions {
             conditions.begin(&key);
         }
@@ -255,8 +253,7 @@ where
             },
             None => result,
         };
-        self.failures.record(&key, result.is_ok());
-        self.metrics.observe(started, result.as_ref().err());
+        self.outcomes.record(&key, started, &result);
         events::report(&self.recorder, &reference, &result, failed_before).await;
         result
     }

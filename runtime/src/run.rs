@@ -74,6 +74,15 @@ pub struct Options<K: 'static> {
     pub scope: Scope,
 }
 
+impl<K> Options<K> {
+    /// The controller's configuration these options give.
+    pub fn config(&self) -> kube::runtime::Config {
+        kube::runtime::Config::default()
+            .concurrency(self.concurrency)
+            .debounce(self.debounce)
+    }
+}
+
 /// A kind's scope, as an [`Api`] over where the operator watches needs it: a namespaced kind
 /// is watched in the operator's namespace when it keeps to one, a cluster-scoped kind always
 /// cluster-wide.
@@ -345,26 +354,20 @@ where
         };
         let controller =
             Controller::for_stream(primaries, reader).trigger_backoff(backoff::triggers());
-        let controller = (self.relate)(controller, &watches)
-            .graceful_shutdown_on(leadership.ended())
-            .with_config(
-                kube::runtime::Config::default()
-                    .concurrency(self.options.concurrency)
-                    .debounce(self.options.debounce),
-            );
-        tracing::info!("controller started");
+        let controller =
+            (self.relate)(controller, &watches).graceful_shutdown_on(leadership.ended());
         let reconcile = self.reconcile;
-        controller
-            .run(
-                move |obj, ctx| traces::traced(Arc::clone(&obj), reconcile(obj, ctx)),
-                |obj, error, ctx| {
-                    lifecycle(&*ctx).retry_action(&ObjectRef::from_obj(obj.as_ref()), error)
-                },
-                ctx,
-            )
-            .for_each(|result| async move { log_outcome(result) })
-            .await;
-        tracing::info!("controller stopped");
+        let error_policy = |obj: Arc<K>, error: &E, ctx: Arc<Ctx>| {
+            lifecycle(&*ctx).retry_action(&ObjectRef::from_obj(obj.as_ref()), error)
+        };
+        drive(
+            controller,
+            self.options.config(),
+            ctx,
+            reconcile,
+            error_policy,
+        )
+        .await;
     }
 
     /// The watches of a term on `shard`, or of the whole cluster's share without one.
@@ -384,6 +387,68 @@ where
             counted: Mutex::default(),
         }
     }
+}
+
+/// A controller over every `K` that `api` lists, for a generated controller that builds its
+/// own (over `DynamicObject`s of `dyntype`, or one of several kinds): its watch retried after
+/// failures, its first list counted towards readiness in `metrics`, and its objects cached
+/// without the fields no reconcile reads. The cache's size is served as a metric while the
+/// [`Counted`] lives.
+pub fn controller_over<K>(
+    api: Api<K>,
+    dyntype: K::DynamicType,
+    metrics: &Arc<Metrics>,
+) -> (Controller<K>, Counted)
+where
+    K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    K::DynamicType: Debug + Eq + Hash + Clone + Unpin + Send + Sync,
+{
+    let kind = K::kind(&dyntype).into_owned();
+    let writer = reflector::store::Writer::new(dyntype.clone());
+    let reader = writer.as_reader();
+    let counted = metrics.count_cache(&kind, reader.clone());
+    let objects = watcher(api, watcher::Config::default())
+        .retried()
+        .inspect(metrics.listing(&kind))
+        .modify(forget_unread_fields)
+        .reflect(writer)
+        .applied_objects();
+    let controller =
+        Controller::for_stream_with(objects, reader, dyntype).trigger_backoff(backoff::triggers());
+    (controller, counted)
+}
+
+/// Runs `controller` with `config` until it stops: every reconcile of `reconcile` traced (see
+/// [`traces::traced`]), every failure answered by `error_policy`, and every outcome logged.
+///
+/// [`Runner`] drives its controller through it, and so does a generated controller over
+/// `DynamicObject`s or over several kinds, which builds its own.
+pub async fn drive<K, Ctx, E, Reconcile, Reconciled, Policy>(
+    controller: Controller<K>,
+    config: kube::runtime::Config,
+    ctx: Arc<Ctx>,
+    reconcile: Reconcile,
+    error_policy: Policy,
+) where
+    K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    K::DynamicType: Debug + Eq + Hash + Clone + Unpin,
+    Ctx: Send + Sync + 'static,
+    E: std::error::Error + Send + 'static,
+    Reconcile: Fn(Arc<K>, Arc<Ctx>) -> Reconciled,
+    Reconciled: Future<Output = Result<Action, E>> + Send + 'static,
+    Policy: Fn(Arc<K>, &E, Arc<Ctx>) -> Action,
+{
+    tracing::info!("controller started");
+    controller
+        .with_config(config)
+        .run(
+            move |obj, ctx| traces::traced(Arc::clone(&obj), reconcile(obj, ctx)),
+            error_policy,
+            ctx,
+        )
+        .for_each(|result| async move { log_outcome(result) })
+        .await;
+    tracing::info!("controller stopped");
 }
 
 /// The lifecycle an operator's context holds.
@@ -433,8 +498,10 @@ impl<K> Predicate<K> for Changes<K> {
 
 #[cfg(test)]
 mod tests {
-    use k8s_openapi::api::core::v1::{Node, Pod};
+    use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
     use kube::runtime::predicates;
+    use serde_json::json;
+    use tokio::sync::oneshot;
 
     use super::*;
     use crate::{
@@ -521,5 +588,76 @@ mod tests {
         let selector = sharded.expect("a selector");
         assert!(selector.starts_with("app.kubernetes.io/managed-by=widget-operator,"));
         assert!(selector.ends_with("=widget-0"), "{selector}");
+    }
+
+    #[tokio::test]
+    async fn a_controller_over_a_watch_caches_what_it_lists_and_reconciles_it_until_stopped() {
+        let list = json!({
+            "apiVersion": "v1",
+            "kind": "ConfigMapList",
+            "metadata": {"resourceVersion": "1"},
+            "items": [{
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": {
+                    "name": "a",
+                    "namespace": "ns",
+                    "resourceVersion": "1",
+                    "managedFields": [{"manager": "kubectl", "operation": "Apply"}],
+                },
+            }],
+        });
+        let (client, server) = mock_api(move |seen| {
+            let query = seen.uri.query().unwrap_or_default();
+            match query.contains("watch=true") {
+                // A failed watch is retried after a delay, long after this test is done.
+                true => (500, not_found()),
+                false => (200, list.clone()),
+            }
+        });
+        let metrics = Arc::new(Metrics::new(ReadyWhen::WatchesListed(1)));
+        let api = Api::<ConfigMap>::namespaced(client, "ns");
+        let (controller, counted) = controller_over(api, (), &metrics);
+        let cache = controller.store();
+        let (stop, stopped) = oneshot::channel::<()>();
+        let controller = controller.graceful_shutdown_on(async {
+            stopped.await.ok();
+        });
+        let reconcile = |obj: Arc<ConfigMap>, stop: Arc<Mutex<Option<oneshot::Sender<()>>>>| {
+            let stop = stop.lock().map(|mut stop| stop.take()).ok().flatten();
+            async move {
+                assert_eq!(obj.metadata.name.as_deref(), Some("a"));
+                stop.map(|stop| stop.send(()));
+                Ok::<_, crate::error::Error>(Action::await_change())
+            }
+        };
+        let never_failed = |_: Arc<ConfigMap>, error: &crate::error::Error, _| panic!("{error}");
+        let ctx = Arc::new(Mutex::new(Some(stop)));
+        let config = kube::runtime::Config::default();
+        let driven = drive(
+            controller,
+            config,
+            Arc::clone(&ctx),
+            reconcile,
+            never_failed,
+        );
+        tokio::time::timeout(Duration::from_secs(10), driven)
+            .await
+            .expect("stopped after its reconcile");
+        assert!(ctx.lock().is_ok_and(|stop| stop.is_none()), "reconciled");
+        let cached = cache.get(&ObjectRef::new("a").within("ns"));
+        let cached = cached.expect("the listed object is cached");
+        assert_eq!(
+            cached.metadata.managed_fields, None,
+            "unread fields forgotten"
+        );
+        let rendered = metrics.render();
+        assert!(rendered.contains("operator_watch_listed{watch=\"ConfigMap\"} 1\n"));
+        assert!(rendered.contains("operator_cache_objects{kind=\"ConfigMap\"} 1\n"));
+        drop(counted);
+        let rendered = metrics.render();
+        assert!(!rendered.contains("operator_cache_objects{kind=\"ConfigMap\"}"));
+        drop(cache);
+        server.abort();
     }
 }

@@ -264,6 +264,21 @@ pub async fn assert_converts_at(
     assert!(String::from_utf8_lossy(&reason).contains("--conversion-max-bytes"));
 }
 
+/// An object of kind `K` named `name`, every other field at its default: a child for
+/// [`assert_applies_owned_once`].
+pub fn named<K: Resource<DynamicType = ()> + Default>(name: &str) -> K {
+    let mut object = K::default();
+    object.meta_mut().name = Some(name.to_owned());
+    object
+}
+
+/// `object` as the API server returns it once stored: with a uid, which an owner reference to
+/// it needs.
+pub fn stored<K: Resource>(mut object: K) -> K {
+    object.meta_mut().uid = Some("0b5e55ed-5a3e-4c1e-9e2b-5a3a1e000001".to_owned());
+    object
+}
+
 /// Asserts that `object` reads back through its own type as it was written: nothing the type
 /// serializes is lost or changed on the way.
 pub fn assert_round_trips<K: Serialize + serde::de::DeserializeOwned>(object: &K) {

@@ -51,18 +51,24 @@ where
 
 /// The objects `poll` returns, every `every` from now on, for `Controller::reconcile_on`. A
 /// failed poll is logged with the relation's name and returns none.
-pub fn polled<P, Poll, Polled, E>(
+///
+/// Each poll is given a clone of `state`, so a poll's future owns what it reads (the
+/// operator's hooks and context, say) and the stream borrows nothing.
+pub fn polled<P, S, Poll, Polled, E>(
     every: Duration,
     relation: &'static str,
-    poll: Poll,
+    state: S,
+    mut poll: Poll,
 ) -> impl Stream<Item = ObjectRef<P>> + Send + 'static
 where
     P: Resource<DynamicType = ()> + 'static,
-    Poll: FnMut() -> Polled + Send + 'static,
+    S: Clone + Send + 'static,
+    Poll: FnMut(S) -> Polled + Send + 'static,
     Polled: Future<Output = Result<Vec<ObjectRef<P>>, E>> + Send + 'static,
     E: Display,
 {
     let ticks = tokio::time::interval(every);
+    let poll = move || poll(state.clone());
     futures::stream::unfold((ticks, poll), move |(mut ticks, mut poll)| async move {
         ticks.tick().await;
         let changed = poll().await.unwrap_or_else(|error| {
@@ -92,6 +98,11 @@ where
 
 #[cfg(test)]
 mod tests {
+    use std::sync::{
+        Arc,
+        atomic::{AtomicUsize, Ordering::SeqCst},
+    };
+
     use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
     use kube::api::PartialObjectMeta;
 
@@ -133,18 +144,17 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_poll_runs_every_interval_and_a_failed_one_triggers_nothing() {
-        let mut round = 0;
-        let stream =
-            polled::<ConfigMap, _, _, String>(Duration::from_secs(30), "registry", move || {
-                round += 1;
-                let this = round;
-                async move {
-                    match this {
-                        2 => Err("the registry is down".to_owned()),
-                        _ => Ok(vec![ObjectRef::new(&format!("round-{this}")).within("ns")]),
-                    }
+        let rounds = Arc::new(AtomicUsize::new(0));
+        let every = Duration::from_secs(30);
+        let stream = polled::<ConfigMap, _, _, _, String>(every, "registry", rounds, |rounds| {
+            let this = rounds.fetch_add(1, SeqCst) + 1;
+            async move {
+                match this {
+                    2 => Err("the registry is down".to_owned()),
+                    _ => Ok(vec![ObjectRef::new(&format!("round-{this}")).within("ns")]),
                 }
-            });
+            }
+        });
         let started = tokio::time::Instant::now();
         let names: Vec<String> = stream.take(2).map(|r| r.name).collect().await;
         assert_eq!(names, ["round-1", "round-3"]);

@@ -51,9 +51,6 @@ pub const FILES: &[(&str, &str)] = &[
     ("Dockerfile.tera", include_str!("../Dockerfile.tera")),
     ("README.md.tera", include_str!("../README.md.tera")),
     ("RELATIONS.md.tera", include_str!("../RELATIONS.md.tera")),
-    ("_config.rs.tera", include_str!("../_config.rs.tera")),
-    ("_drive.rs.tera", include_str!("../_drive.rs.tera")),
-    ("_failures.rs.tera", include_str!("../_failures.rs.tera")),
     ("_policy.rs.tera", include_str!("../_policy.rs.tera")),
     (
         "_types_versions.rs.tera",

@@ -116,8 +116,6 @@ pub struct External {
     /// The `Reconciler` hook that the outside system is reached through: `poll_<name>` for a
     /// polled one, `<name>_events` for one that sends.
     pub hook: Ident,
-    /// The function in controller.rs that turns the hook into a trigger stream.
-    pub stream_fn: Ident,
     pub channel: bool,
     pub interval_secs: u64,
 }
@@ -403,7 +401,6 @@ fn external(manifest: &Manifest, bad: Bad) -> Result<Vec<External>> {
         external.push(External {
             name: Text::new(ext.name.clone()),
             hook: naming::snake_ident(&hook),
-            stream_fn: naming::snake_ident(&format!("{}_stream", ext.name)),
             channel,
             interval_secs: ext.interval.map_or(60, |d| d.as_secs().max(1)),
         });

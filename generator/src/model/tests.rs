@@ -61,10 +61,6 @@ fn relations_become_resolved_names() {
     assert_eq!(operator.watches[0].key.raw(), "/metadata/name");
     assert_eq!(operator.external[0].hook.as_str(), "poll_rule_registry");
     assert_eq!(
-        operator.external[0].stream_fn.as_str(),
-        "rule_registry_stream"
-    );
-    assert_eq!(
         operator.finalizer_name.raw(),
         "example.com/widget-controller"
     );
