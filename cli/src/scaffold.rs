@@ -27,7 +27,7 @@ pub struct NewArgs {
     /// With --crd: the served version (default: the storage version).
     #[arg(long)]
     pub version: Option<String>,
-    /// With --crd: reconcile `DynamicObject`s described by the CRD.
+    /// With --crd: reconcile its objects untyped, their fields JSON as the CRD describes them.
     #[arg(long, requires = "crd")]
     pub dynamic: bool,
     /// Define a new custom resource in Rust with this kind (needs --group and --api-version).

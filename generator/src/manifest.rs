@@ -122,7 +122,8 @@ pub struct Primary {
     pub kind: Option<String>,
     /// Served version; the storage version when absent. `--version` overrides it.
     pub version: Option<String>,
-    /// With `crd`: reconcile `DynamicObject`s described by the CRD instead of generated types.
+    /// With `crd`: reconcile its objects untyped, their fields JSON as the CRD describes them
+    /// (`operator_gen_runtime::untyped::Untyped`), instead of through generated types.
     #[serde(default)]
     pub dynamic: bool,
     /// A built-in kind (`Deployment`) to reconcile as its k8s-openapi type.

@@ -116,19 +116,17 @@ const TEMPLATES: &[Template] = &[
     template!("certificates.rs.tera" => "src/certificates.rs", Generated, RustAsWritten, needs Webhooks),
     template!("admission.rs.tera" => "src/admission.rs", Scaffold, RustAsWritten, needs Admission),
     template!("conversion.rs.tera" => "src/conversion.rs", Generated, RustAsWritten, needs Conversion),
-    template!("controller.rs.tera" => "src/controller.rs", Generated, RustAsWritten, Imported, Builtin, Derived),
-    template!("controller_dynamic.rs.tera" => "src/controller.rs", Generated, RustAsWritten, Dynamic),
+    template!("controller.rs.tera" => "src/controller.rs", Generated, RustAsWritten, Imported, Builtin, Derived, Dynamic),
     template!("controller_generic.rs.tera" => "src/controller.rs", Generated, RustAsWritten, Generic),
-    template!("reconcile.rs.tera" => "src/reconcile.rs", Scaffold, RustAsWritten, Imported, Builtin),
+    template!("reconcile.rs.tera" => "src/reconcile.rs", Scaffold, RustAsWritten, Imported, Builtin, Dynamic),
     template!("reconcile_derived.rs.tera" => "src/reconcile.rs", Scaffold, RustAsWritten, Derived),
-    template!("reconcile_dynamic.rs.tera" => "src/reconcile.rs", Scaffold, RustAsWritten, Dynamic),
     template!("reconcile_generic.rs.tera" => "src/reconcile.rs", Scaffold, RustAsWritten, Generic),
     template!("types.rs.tera" => "src/types.rs", Generated, Rust, Imported),
     template!("types_builtin.rs.tera" => "src/types.rs", Generated, RustAsWritten, Builtin, Generic),
     template!("types_derived.rs.tera" => "src/types.rs", Scaffold, RustAsWritten, Derived),
     template!("types_dynamic.rs.tera" => "src/types.rs", Generated, RustAsWritten, Dynamic),
     template!("crdgen.rs.tera" => "src/bin/crdgen.rs", Generated, RustAsWritten, Derived),
-    template!("tests/cluster.rs.tera" => "tests/cluster.rs", Generated, RustAsWritten, Imported),
+    template!("tests/cluster.rs.tera" => "tests/cluster.rs", Generated, RustAsWritten, Imported, Dynamic),
 ];
 
 /// Every path a rendered plan can hold, for any operator: what a journal of the writer may

@@ -42,6 +42,8 @@
 //! - [`conditions`]: the operator's own entry in `status.conditions`, written only when the
 //!   outcome changed, beside the entries of other controllers;
 //! - [`sample`]: a generated crate's sample object, from the smallest body its schema allows;
+//! - [`untyped`]: a kind known by where it lives in the API, its fields JSON: the primary of a
+//!   dynamic operator, run like any typed one;
 //! - `testing` (feature `test-util`): a mock API server that records what an operator
 //!   wrote, and what the tests that come with a generated crate assert, `tests/cluster.rs`
 //!   whole;
@@ -92,6 +94,7 @@ pub mod shutdown;
 pub mod testing;
 pub mod traces;
 pub mod triggers;
+pub mod untyped;
 #[cfg(feature = "webhooks")]
 pub mod webhook_routes;
 #[cfg(feature = "webhooks")]

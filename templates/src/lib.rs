@@ -58,10 +58,6 @@ pub const FILES: &[(&str, &str)] = &[
     ),
     ("controller.rs.tera", include_str!("../controller.rs.tera")),
     (
-        "controller_dynamic.rs.tera",
-        include_str!("../controller_dynamic.rs.tera"),
-    ),
-    (
         "controller_generic.rs.tera",
         include_str!("../controller_generic.rs.tera"),
     ),
@@ -105,10 +101,6 @@ pub const FILES: &[(&str, &str)] = &[
     (
         "reconcile_derived.rs.tera",
         include_str!("../reconcile_derived.rs.tera"),
-    ),
-    (
-        "reconcile_dynamic.rs.tera",
-        include_str!("../reconcile_dynamic.rs.tera"),
     ),
     (
         "reconcile_generic.rs.tera",

@@ -153,6 +153,12 @@ pub fn grid_cases() -> Vec<(String, String)> {
             ),
         ),
         (
+            "grid-dynamic-all-relations".to_owned(),
+            format!(
+                "name: grid-dynamic-all-relations\nprimary:\n  crd: {crd}\n  dynamic: true\n{relations}sharding: true\n"
+            ),
+        ),
+        (
             "grid-builtin-all-relations".to_owned(),
             format!(
                 "name: grid-builtin-all-relations\nprimary:\n  builtin: Deployment\n{relations}"

@@ -24,6 +24,11 @@ fn prometheusrule_sharded_watches() {
 }
 
 #[test]
+fn certificate_dynamic_relations_sharded() {
+    snapshot_fixture("certificate-dynamic-relations-sharded");
+}
+
+#[test]
 fn certificate_owns_secret_watches_crd() {
     snapshot_fixture("certificate-owns-secret-watches-crd");
 }

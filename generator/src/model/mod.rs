@@ -208,17 +208,15 @@ pub fn analyze(
         &mut modules,
     )?;
     let primary = &facts.primary;
-    let typed = matches!(
-        facts.archetype,
-        Archetype::Imported | Archetype::Builtin | Archetype::Derived
-    );
+    // One kind, typed or (dynamic) untyped, runs on the runtime's run loop with its relations.
+    let one_kind = facts.archetype != Archetype::Generic;
     let has_relations =
         !manifest.owns.is_empty() || !manifest.watches.is_empty() || !manifest.external.is_empty();
-    if !typed && has_relations {
+    if !one_kind && has_relations {
         return Err(bad(
             "owns/watches/external",
-            "relations are generated for typed primaries (a CRD, a built-in kind or a derived resource); \
-             dynamic and generic operators take none"
+            "relations are generated for an operator of one kind (a CRD, typed or dynamic, a \
+             built-in kind or a derived resource); a generic operator takes none"
                 .to_owned(),
         ));
     }
@@ -229,18 +227,18 @@ pub fn analyze(
         }
     };
     naming::check_crate_name(&crate_name).map_err(|reason| bad("name", reason))?;
-    if manifest.sharding && !typed {
+    if manifest.sharding && !one_kind {
         return Err(bad(
             "sharding",
-            "sharding is generated for typed primaries (a CRD, a built-in kind or a derived \
-             resource), whose sharder watches one kind; drop `sharding:` for a dynamic or \
-             generic operator"
+            "sharding is generated for an operator of one kind (a CRD, typed or dynamic, a \
+             built-in kind or a derived resource), whose sharder watches that kind; drop \
+             `sharding:` for a generic operator"
                 .to_owned(),
         ));
     }
 
     let relations = relations::resolve(manifest, related_crds, primary, &mut modules, &bad)?;
-    let scope = policy::scope(manifest, typed, &facts.primary, &relations, &bad)?;
+    let scope = policy::scope(manifest, one_kind, &facts.primary, &relations, &bad)?;
     let requeue = policy::requeue(manifest, &bad)?;
     let uses_chrono = facts.uses_chrono || relations.uses_chrono;
     let also_served = manifest

@@ -77,10 +77,10 @@ pub(super) fn predicates(manifest: &Manifest, sharding: bool) -> Vec<Constant> {
 }
 
 /// The manifest's `scope`, refused where it cannot work: a namespace-scoped operator is
-/// generated for typed primaries only, and cannot watch a cluster-scoped kind.
+/// generated for an operator of one kind only, and cannot watch a cluster-scoped kind.
 pub(super) fn scope(
     manifest: &Manifest,
-    typed: bool,
+    one_kind: bool,
     primary: &Primary,
     relations: &Relations,
     bad: &dyn Fn(&str, String) -> Error,
@@ -88,10 +88,12 @@ pub(super) fn scope(
     if manifest.scope != manifest::Scope::Namespace {
         return Ok(manifest.scope);
     }
-    if !typed {
+    if !one_kind {
         return Err(bad(
             "scope",
-            "`scope: namespace` is generated for typed primaries only".to_owned(),
+            "`scope: namespace` is generated for an operator of one kind; a generic operator \
+             watches every namespace"
+                .to_owned(),
         ));
     }
     let kinds = std::iter::once((&primary.kind, primary.namespaced))

@@ -208,13 +208,18 @@ fn imported(
         namespaced: crd.spec.scope == "Namespaced",
     };
     if dynamic {
-        let mut primary = names.primary(naming::type_ident("DynamicObject", &[]));
+        // types.rs defines the kind's `Definition` beside it.
+        let kind = naming::type_ident(&crd.spec.names.kind, &["Definition"]);
+        let mut primary = names.primary(kind);
         primary.crd_name = Text::from(selected.name());
         primary.storage_version = version.storage;
+        let mut warnings = crate::kube_1_20::warnings(&selected.origin, crd);
+        let newer_than_1_20 = !warnings.is_empty();
+        primary.sample = schema_sample(manifest_origin, selected, &names, sample, &mut warnings)?;
         let mut facts = PrimaryFacts::plain(primary, Archetype::Dynamic);
         facts.origin = Some(selected.origin.clone());
-        facts.warnings = crate::kube_1_20::warnings(&selected.origin, crd);
-        facts.newer_than_1_20 = !facts.warnings.is_empty();
+        facts.warnings = warnings;
+        facts.newer_than_1_20 = newer_than_1_20;
         return Ok(facts);
     }
     // The selected version first, then every other served one, each on a core of its own.
@@ -273,16 +278,13 @@ fn imported(
         .subresources
         .as_ref()
         .is_some_and(|s| s.status.is_some());
-    if let Some(schema) = selected.schema() {
-        if primary.status_subresource && primary.status_type.is_some() {
-            primary.conditions = conditions(schema);
-        }
-        let body = sample_body(manifest_origin, schema, sample)?;
-        let (body, cel_warnings) =
-            check_sample_rules(manifest_origin, schema, body, &names, sample.is_some())?;
-        warnings.extend(cel_warnings);
-        primary.sample = Some(Text::new(body.to_string()));
+    if let Some(schema) = selected.schema()
+        && primary.status_subresource
+        && primary.status_type.is_some()
+    {
+        primary.conditions = conditions(schema);
     }
+    primary.sample = schema_sample(manifest_origin, selected, &names, sample, &mut warnings)?;
     primary.storage_version = version.storage;
     Ok(PrimaryFacts {
         primary,
@@ -295,6 +297,26 @@ fn imported(
         origin: Some(selected.origin.clone()),
         newer_than_1_20,
     })
+}
+
+/// The selected version's sample, when its CRD has a schema: the least body the schema allows
+/// with the manifest's `sample:` written over it, checked against the CRD's CEL rules, whose
+/// warnings join `warnings`.
+fn schema_sample(
+    manifest_origin: &str,
+    selected: &SelectedCrd,
+    names: &Names<'_>,
+    sample: Option<&serde_json::Value>,
+    warnings: &mut Vec<String>,
+) -> Result<Option<Text>> {
+    let Some(schema) = selected.schema() else {
+        return Ok(None);
+    };
+    let body = sample_body(manifest_origin, schema, sample)?;
+    let (body, cel_warnings) =
+        check_sample_rules(manifest_origin, schema, body, names, sample.is_some())?;
+    warnings.extend(cel_warnings);
+    Ok(Some(Text::new(body.to_string())))
 }
 
 /// The least body the schema allows with the manifest's `sample:` written over it, refused

@@ -171,7 +171,8 @@ fn primary_rules(
             "status written only when it changed",
         ));
     }
-    if archetype != Archetype::Dynamic {
+    // A generic operator's reconciles publish no Events.
+    if archetype != Archetype::Generic {
         rules.push(Rule::new(
             &Text::from("events.k8s.io"),
             Text::from("events"),

@@ -3,7 +3,10 @@
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::JSONSchemaProps;
 
 use super::{primary::conditions, *};
-use crate::crd_document::{Selection, parse_all, select, tests::CRD};
+use crate::{
+    crd_document::{Selection, parse_all, select, tests::CRD},
+    k8s_catalog,
+};
 
 fn analyze_with(manifest: &str) -> Result<Operator> {
     let with_spec = "schema: { openAPIV3Schema: { type: object, properties: { spec: { type: object, \
@@ -821,12 +824,42 @@ fn sharding_grants_the_primary_patch_and_lets_label_changes_through() {
 }
 
 #[test]
-fn sharding_an_untyped_primary_is_refused_naming_the_field() {
-    let error = analyze_dynamic("sharding: true")
-        .expect_err("a dynamic primary has no one kind for the sharder")
-        .to_string();
+fn a_dynamic_primary_takes_relations_and_sharding_as_a_typed_one_does() {
+    let manifest = "owns: [{kind: ConfigMap}]\nwatches: [{kind: Secret, map: {label: example.com/widget}}]\nsharding: true";
+    let operator = analyze_dynamic(manifest).expect("relations on a dynamic primary");
+    assert_eq!(operator.archetype, Archetype::Dynamic);
+    assert_eq!(operator.owns.len(), 1);
+    assert_eq!(operator.watches.len(), 1);
+    assert!(operator.sharding);
+    assert_eq!(operator.primary.rust_type.as_str(), "Widget");
+    assert!(
+        operator.primary.sample.is_some(),
+        "its sample comes from the CRD's schema"
+    );
+}
+
+#[test]
+fn relations_and_sharding_on_a_generic_primary_are_refused_naming_the_field() {
+    let kinds = ["Deployment", "ConfigMap"].map(|k| k8s_catalog::find(k).expect("built in"));
+    let generic = |manifest: &str| {
+        let manifest = Manifest::parse("operator.yaml", manifest).expect("a manifest");
+        let input = PrimaryInput::Generic(kinds.to_vec());
+        let analyzed = analyze(
+            "operator.yaml",
+            &manifest,
+            &input,
+            &[],
+            CommandFlags::default(),
+        );
+        analyzed
+            .expect_err("a generic primary is several kinds")
+            .to_string()
+    };
+    let error = generic("sharding: true");
     assert!(error.contains("field `sharding`"), "{error}");
-    assert!(error.contains("typed primaries"), "{error}");
+    let error = generic("owns: [{kind: ConfigMap}]");
+    assert!(error.contains("field `owns/watches/external`"), "{error}");
+    assert!(error.contains("generic operator takes none"), "{error}");
 }
 
 #[test]
