@@ -117,6 +117,7 @@ const TEMPLATES: &[Template] = &[
     template!("admission.rs.tera" => "src/admission.rs", Scaffold, RustAsWritten, needs Admission),
     template!("conversion.rs.tera" => "src/conversion.rs", Generated, RustAsWritten, needs Conversion),
     template!("controller.rs.tera" => "src/controller.rs", Generated, RustAsWritten, Imported, Builtin, Derived, Dynamic),
+    template!("manifest.rs.tera" => "src/manifest.rs", Generated, RustAsWritten, Imported, Builtin, Derived, Dynamic),
     template!("controller_generic.rs.tera" => "src/controller.rs", Generated, RustAsWritten, Generic),
     template!("reconcile.rs.tera" => "src/reconcile.rs", Scaffold, RustAsWritten, Imported, Builtin, Dynamic),
     template!("reconcile_derived.rs.tera" => "src/reconcile.rs", Scaffold, RustAsWritten, Derived),
@@ -541,11 +542,11 @@ mod tests {
 
     #[test]
     fn each_engine_holds_its_template_and_every_partial_it_includes() {
-        let mut names: Vec<&str> = with_partials("controller.rs.tera")
+        let mut names: Vec<&str> = with_partials("manifest.rs.tera")
             .iter()
             .map(|(name, _)| *name)
             .collect();
-        assert_eq!(names.remove(0), "controller.rs.tera");
+        assert_eq!(names.remove(0), "manifest.rs.tera");
         names.sort_unstable();
         assert_eq!(names, ["_policy.rs.tera"]);
         assert_eq!(with_partials("types.rs.tera").len(), 1);

@@ -97,6 +97,7 @@ pub const FILES: &[(&str, &str)] = &[
     ("error.rs.tera", include_str!("../error.rs.tera")),
     ("lib.rs.tera", include_str!("../lib.rs.tera")),
     ("main.rs.tera", include_str!("../main.rs.tera")),
+    ("manifest.rs.tera", include_str!("../manifest.rs.tera")),
     ("reconcile.rs.tera", include_str!("../reconcile.rs.tera")),
     (
         "reconcile_derived.rs.tera",

@@ -863,7 +863,7 @@ fn relations_and_sharding_on_a_generic_primary_are_refused_naming_the_field() {
 }
 
 #[test]
-fn related_kinds_are_named_only_inside_controller_rs_related_module() {
+fn related_kinds_are_named_only_inside_the_manifests_related_module() {
     // Every relation, sharding and the default predicates: what imports the most.
     let operator = analyze_with(
         "owns: [{kind: ConfigMap}]\nwatches: [{kind: Secret, map: {label: example.com/w}}]\n\
@@ -871,27 +871,29 @@ fn related_kinds_are_named_only_inside_controller_rs_related_module() {
     )
     .unwrap();
     let plan = crate::render::render(&operator).unwrap();
-    let controller = plan
-        .files
-        .iter()
-        .find(|f| f.path == std::path::Path::new("src/controller.rs"))
-        .expect("a controller");
-    let file = syn::parse_file(&controller.contents).unwrap();
     let mut top = Vec::new();
     let mut related = Vec::new();
-    for item in &file.items {
-        match item {
-            syn::Item::Use(used) => use_names(&used.tree, &mut top),
-            syn::Item::Mod(module) if module.ident == "related" => {
-                let (_, items) = module.content.as_ref().expect("an inline module");
-                for item in items {
-                    let syn::Item::Use(used) = item else {
-                        panic!("only `pub use` lines in `related`");
-                    };
-                    use_names(&used.tree, &mut related);
+    for path in ["src/controller.rs", "src/manifest.rs"] {
+        let rendered = plan
+            .files
+            .iter()
+            .find(|f| f.path == std::path::Path::new(path))
+            .unwrap_or_else(|| panic!("{path} is rendered"));
+        let file = syn::parse_file(&rendered.contents).unwrap();
+        for item in &file.items {
+            match item {
+                syn::Item::Use(used) => use_names(&used.tree, &mut top),
+                syn::Item::Mod(module) if module.ident == "related" => {
+                    let (_, items) = module.content.as_ref().expect("an inline module");
+                    for item in items {
+                        let syn::Item::Use(used) = item else {
+                            panic!("only `pub use` lines in `related`");
+                        };
+                        use_names(&used.tree, &mut related);
+                    }
                 }
+                _ => {}
             }
-            _ => {}
         }
     }
     related.sort();
@@ -899,7 +901,7 @@ fn related_kinds_are_named_only_inside_controller_rs_related_module() {
     let leaked: Vec<&String> = top.iter().filter(|name| related.contains(name)).collect();
     assert!(
         leaked.is_empty(),
-        "imported beside controller.rs's own names: {leaked:?}"
+        "imported beside the generated modules' own names: {leaked:?}"
     );
 }
 
