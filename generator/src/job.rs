@@ -321,7 +321,7 @@ mod tests {
         let (generated, _) = again.run(Mode::Write { force: false }).unwrap();
         assert_eq!(std::fs::read(out.join("operator.yaml")).unwrap(), manifest);
         assert_eq!(
-            generated.operator.provenance.regenerate.raw(),
+            generated.operator.krate.provenance.regenerate.raw(),
             "operator-gen gen --version v1alpha1",
             "the same --crd as recorded is no override"
         );
@@ -353,7 +353,7 @@ mod tests {
                     job = job()
                 );
                 assert_eq!(
-                    generated.operator.provenance.regenerate.raw(),
+                    generated.operator.krate.provenance.regenerate.raw(),
                     "operator-gen gen"
                 );
             }

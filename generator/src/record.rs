@@ -119,7 +119,7 @@ pub fn first_manifest(
     };
     let primary = &operator.primary;
     let manifest = manifest_text(
-        operator.crate_name.raw(),
+        operator.krate.name.raw(),
         &NewPrimary::Crd {
             source: recorded,
             kind: Some(kind.unwrap_or(primary.kind.raw()).to_owned()),

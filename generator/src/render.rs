@@ -232,7 +232,7 @@ pub fn render(operator: &Operator) -> Result<Plan> {
         (template.format != Format::Rust, std::cmp::Reverse(size))
     });
     let rendered = crate::parallel::map(&chosen, |&(row, template)| {
-        render_one(template, &context, &operator.provenance).map(|file| (row, file))
+        render_one(template, &context, &operator.krate.provenance).map(|file| (row, file))
     });
     let mut files = rendered.into_iter().collect::<Result<Vec<_>>>()?;
     files.sort_by_key(|(row, _)| *row);
@@ -516,6 +516,67 @@ mod tests {
             composes_identifier("let {{ x }}_events = 1;").as_deref(),
             Some("let {{ x }}_events = 1;")
         );
+    }
+
+    /// The names a template's tags start an expression with, other than those it binds
+    /// itself (`for x in`, `set x`) and Tera's own words.
+    fn names_read(source: &str) -> Vec<String> {
+        const TERA: &[&str] = &[
+            "loop", "true", "false", "not", "and", "or", "in", "is", "if", "elif", "else", "endif",
+            "for", "endfor", "include", "set", "raw", "endraw",
+        ];
+        let tag = regex::Regex::new(r"(?s)\{\{.*?\}\}|\{%.*?%\}").expect("a valid pattern");
+        let bound = regex::Regex::new(r"\{%-?\s*(?:for|set)\s+(\w+)").expect("a valid pattern");
+        let quoted =
+            regex::Regex::new(r#""[^"]*"|'[^']*'|\|\s*\w+|\bis\s+\w+"#).expect("a valid pattern");
+        let name = regex::Regex::new(r"(^|[^\w.])([A-Za-z_]\w*)").expect("a valid pattern");
+        let own: Vec<&str> = bound
+            .captures_iter(source)
+            .map(|c| c.get(1).map_or("", |m| m.as_str()))
+            .collect();
+        let mut read = Vec::new();
+        for found in tag.find_iter(source) {
+            let text = quoted.replace_all(found.as_str(), " ");
+            for captured in name.captures_iter(&text) {
+                let word = captured.get(2).map_or("", |m| m.as_str());
+                if !TERA.contains(&word) && !own.contains(&word) && !read.iter().any(|r| r == word)
+                {
+                    read.push(word.to_owned());
+                }
+            }
+        }
+        read
+    }
+
+    /// Tera reads a name it does not know as false in an `if` and as nothing in a `for`, so a
+    /// template that names a part the model does not have renders as if the part were empty.
+    #[test]
+    fn every_name_a_template_reads_is_a_part_of_the_model() {
+        use crate::{
+            crd_document::{Selection, parse_all, select, tests::CRD},
+            manifest::Manifest,
+            model::{PrimaryInput, analyze},
+        };
+        let documents = parse_all("w.yaml", CRD.as_bytes()).expect("the test CRD parses");
+        let selected = select("w.yaml", documents, &Selection::default()).expect("one CRD");
+        let manifest = Manifest::parse("operator.yaml", "").expect("an empty manifest");
+        let input = PrimaryInput::Crd {
+            selected: Box::new(selected),
+            dynamic: false,
+        };
+        let analysis = analyze("operator.yaml", &manifest, &input, &[], Default::default());
+        let model = serde_json::to_value(analysis.expect("a model").operator).expect("serializes");
+        let parts: Vec<&String> = model.as_object().expect("an object").keys().collect();
+        for &(template, source) in operator_gen_templates::FILES {
+            for name in names_read(source) {
+                assert!(
+                    parts.contains(&&name),
+                    "{template} reads `{name}`, which is not a part of the model: {parts:?}"
+                );
+            }
+        }
+        let stale = names_read("{% for x in owns %}{{ x.name.rs }}{% endfor %}{% if crate.name %}");
+        assert_eq!(stale, ["owns", "crate"]);
     }
 
     #[test]

@@ -417,8 +417,9 @@ fn subject_of(generated: &operator_gen::Generated) -> Option<(Value, Value, Stri
         object["metadata"]["namespace"] = Value::from("default");
     }
     let operator = &generated.operator;
-    let selected = operator.selected_module.as_ref()?;
+    let selected = operator.types.selected_module.as_ref()?;
     let types = operator
+        .types
         .versions
         .iter()
         .find(|module| module.module == *selected)?;

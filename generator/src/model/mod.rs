@@ -8,6 +8,11 @@
 //! [`rbac`] (least-privilege rules), [`webhooks`] (admission and conversion webhooks and their
 //! objects), [`monitoring`] (the operator's ServiceMonitor, alerts and dashboard) and
 //! [`dependencies`] (the generated Cargo.toml).
+//!
+//! The model itself is nested the same way, one part per concern, each built by one call of
+//! [`analyze`]: [`Crate`], the [`Primary`], [`Relations`], [`Controller`], [`Tests`],
+//! [`Deploy`], [`Webhooks`] and [`Types`]. What only the command prints (warnings, where the
+//! CRD came from) is beside the model, in [`Analysis`].
 
 mod dependencies;
 mod monitoring;
@@ -75,73 +80,94 @@ pub enum Archetype {
     Generic,
 }
 
-/// Everything needed to render one operator crate.
+/// Everything needed to render one operator crate, by concern. Templates reach each part by
+/// its name (`crate.name`, `relations.owns`, `controller.finalizer`, …).
 #[derive(Debug, Clone, Serialize)]
 pub struct Operator {
+    /// The crate: its name, description and dependencies.
+    #[serde(rename = "crate")]
+    pub krate: Crate,
+    pub archetype: Archetype,
+    pub primary: Primary,
+    pub relations: Relations,
+    pub controller: Controller,
+    pub tests: Tests,
+    pub deploy: Deploy,
+    /// The webhooks the operator serves: admission webhooks when the manifest asks for any,
+    /// and the conversion webhook of a derived resource served in several versions.
+    pub webhooks: Option<Webhooks>,
+    pub types: Types,
+}
+
+/// The generated crate itself.
+#[derive(Debug, Clone, Serialize)]
+pub struct Crate {
     /// The crate (and binary, ServiceAccount, field manager) name, checked against cargo's
     /// rules and Kubernetes' name rules.
-    pub crate_name: Text,
+    pub name: Text,
     /// The crate name as a Rust path segment (`prometheusrule_controller`).
-    pub crate_ident: Ident,
-    pub archetype: Archetype,
-    /// For `Generic`: the kinds reconciled; for `Builtin`: the one kind, for its import.
-    pub generic_kinds: Vec<Related>,
+    pub ident: Ident,
     /// The package description.
     pub description: Text,
     pub provenance: Provenance,
-    pub primary: Primary,
+    pub dependencies: Vec<Dependency>,
+    pub dev_dependencies: Vec<Dependency>,
+}
+
+/// The relations `operator.yaml` declares, as `controller.rs` wires them.
+#[derive(Debug, Clone, Serialize)]
+pub struct Relations {
     pub owns: Vec<Related>,
     pub watches: Vec<Watched>,
     pub external: Vec<External>,
+    /// `use` lines of `manifest.rs`'s `related` module, sorted and unique.
+    pub imports: Vec<Import>,
+    /// Whether some watch streams metadata only.
+    pub watches_metadata: bool,
+}
+
+/// How the controller runs and what every reconcile goes through.
+#[derive(Debug, Clone, Serialize)]
+pub struct Controller {
     /// Primary-stream predicates, as `kube::runtime::predicates` function names.
     pub predicates: Vec<Constant>,
-    /// The condition the operator writes into the primary's `status.conditions`, when the
-    /// manifest asks for one.
-    pub condition: Option<OwnCondition>,
-    /// Whether `controller::sample` exists, the object the shipped tests reconcile.
-    pub has_sample: bool,
-    /// The owned kind the shipped tests apply as a child: the first with a valid empty object.
-    pub owned_sample: Option<Related>,
     pub requeue: Requeue,
-    /// `use` lines for related kinds and what their relations need, sorted and unique.
-    pub related_imports: Vec<Import>,
     /// True when cleanup hooks run behind a finalizer (any external relation).
     pub finalizer: bool,
     /// The finalizer's name, `<group>/<crate>`.
     pub finalizer_name: Text,
+    /// The condition the operator writes into the primary's `status.conditions`, when the
+    /// manifest asks for one.
+    pub condition: Option<OwnCondition>,
     /// How many caches must list before the operator is ready: the primary's and one per
     /// owned kind.
     pub cached_kinds: usize,
-    /// Whether some watch streams metadata only.
-    pub watches_metadata: bool,
     /// Whether the operator can run sharded (`sharding: true`): replicas split the primaries
     /// by the labels a sharder writes, with the wiring in `operator_gen_runtime::sharding`.
     pub sharding: bool,
-    pub dependencies: Vec<Dependency>,
-    pub dev_dependencies: Vec<Dependency>,
-    /// The least-privilege rules the generated code needs, one per resource.
-    pub rbac: Vec<Rule>,
     /// Whether the operator watches only its own namespace, granted by a Role rather than a
     /// ClusterRole.
     pub namespace_scoped: bool,
-    /// Names of the objects in `deploy/` that are not the crate name itself.
-    pub deploy: Deploy,
-    /// The operator's own monitoring, in `deploy/monitoring/`.
-    pub monitoring: Monitoring,
-    /// The webhooks the operator serves: admission webhooks when the manifest asks for any,
-    /// and the conversion webhook of a derived resource served in several versions.
-    pub webhooks: Option<Webhooks>,
-    /// The CRD as loaded, for `deploy/base/crd.yaml` (imported and dynamic operators).
-    pub crd_yaml: Option<YamlDocument>,
-    /// Whether that CRD has fields Kubernetes 1.20 does not know ([`crate::kube_1_20`]), so
-    /// kubectl 1.20 must install it without validation.
-    pub crd_newer_than_1_20: bool,
+}
+
+/// The tests that come with the crate.
+#[derive(Debug, Clone, Serialize)]
+pub struct Tests {
+    /// Whether `manifest::sample` exists, the object the shipped tests reconcile.
+    pub sample: bool,
+    /// The owned kind the shipped tests apply as a child: the first with a valid empty object.
+    pub owned_sample: Option<Related>,
+}
+
+/// `src/types.rs`: the primary's types and the related custom kinds'.
+#[derive(Debug, Clone, Serialize)]
+pub struct Types {
     /// Types of every served version of the primary, one module each; the module of the
     /// version the operator uses is re-exported.
     pub versions: Vec<TypesModule>,
     pub selected_module: Option<Ident>,
     /// One module per related custom kind, holding the version the manifest selected.
-    pub related_types: Vec<TypesModule>,
+    pub related: Vec<TypesModule>,
 }
 
 /// What [`analyze`] found: the model the templates render, and beside it what only the
@@ -157,7 +183,8 @@ pub struct Analysis {
     pub warnings: Vec<String>,
 }
 
-/// Where and under which names `deploy/` runs the operator.
+/// `deploy/`: where and under which names the operator runs, with what rights, and its own
+/// monitoring.
 #[derive(Debug, Clone, Serialize)]
 pub struct Deploy {
     /// Namespace of the operator's Deployment, ServiceAccount and Lease.
@@ -169,6 +196,15 @@ pub struct Deploy {
     pub image: Text,
     /// The Role and RoleBinding for the operator's Lease, `<crate>-leader-election`.
     pub leader_election_role: Text,
+    /// The least-privilege rules the generated code needs, one per resource.
+    pub rbac: Vec<Rule>,
+    /// The operator's own monitoring, in `deploy/monitoring/`.
+    pub monitoring: Monitoring,
+    /// The CRD as loaded, for `deploy/base/crd.yaml` (imported and dynamic operators).
+    pub crd_yaml: Option<YamlDocument>,
+    /// Whether that CRD has fields Kubernetes 1.20 does not know ([`crate::kube_1_20`]), so
+    /// kubectl 1.20 must install it without validation.
+    pub crd_newer_than_1_20: bool,
 }
 
 /// One module of `src/types.rs`.
@@ -207,12 +243,98 @@ pub fn analyze(
         manifest.sample.as_ref(),
         &mut modules,
     )?;
-    let primary = &facts.primary;
-    // One kind, typed or (dynamic) untyped, runs on the runtime's run loop with its relations.
+    check_shape(manifest, facts.archetype, &bad)?;
+    let crate_name = crate_name(manifest, &facts.primary, &bad)?;
+    let resolved = relations::resolve(manifest, related_crds, &facts.primary, &mut modules, &bad)?;
     let one_kind = facts.archetype != Archetype::Generic;
+    let scope = policy::scope(manifest, one_kind, &facts.primary, &resolved, &bad)?;
+    let (namespace, own_namespace) =
+        deploy_namespace(manifest, facts.archetype, &crate_name, scope, &bad)?;
+    let also_served = manifest
+        .primary
+        .derive
+        .as_ref()
+        .map_or(&[][..], |d| d.also_served.as_slice());
+    let webhooks = webhooks::resolve(
+        manifest.webhooks,
+        facts.archetype,
+        &crate_name,
+        &namespace,
+        &facts.primary,
+        also_served,
+        &bad,
+    )?;
+    let controller = controller(manifest, &facts, &resolved, &crate_name, scope, &bad)?;
+    let krate = krate(
+        manifest,
+        flags,
+        &facts,
+        &resolved,
+        crate_name,
+        webhooks.is_some(),
+        &bad,
+    )?;
+    let rbac = rbac_rules(&facts, &resolved, &controller);
+    let deploy = deploy(
+        input,
+        &facts,
+        rbac,
+        &krate.name,
+        Text::new(namespace),
+        own_namespace,
+        webhooks.is_some(),
+    )?;
+    let tests = Tests {
+        sample: facts.primary.sample.is_some() || facts.archetype == Archetype::Builtin,
+        owned_sample: resolved
+            .owns
+            .iter()
+            .find(|o| o.builtin && o.skeleton)
+            .cloned(),
+    };
+    let mut warnings = facts.warnings;
+    warnings.extend(resolved.warnings);
+    let operator = Operator {
+        krate,
+        archetype: facts.archetype,
+        primary: facts.primary,
+        relations: Relations {
+            watches_metadata: resolved.watches.iter().any(|w| w.metadata_only),
+            owns: resolved.owns,
+            watches: resolved.watches,
+            external: resolved.external,
+            imports: resolved.imports,
+        },
+        controller,
+        tests,
+        deploy,
+        webhooks,
+        types: Types {
+            versions: facts.versions,
+            selected_module: facts.selected_module,
+            related: resolved.types,
+        },
+    };
+    Ok(Analysis {
+        operator,
+        origin: facts.origin,
+        warnings,
+    })
+}
+
+/// Refuses what the archetype cannot take: relations and sharding need one kind.
+fn check_shape(
+    manifest: &Manifest,
+    archetype: Archetype,
+    bad: &dyn Fn(&str, String) -> Error,
+) -> Result<()> {
+    // One kind, typed or (dynamic) untyped, runs on the runtime's run loop with its relations.
+    if archetype != Archetype::Generic {
+        return Ok(());
+    }
     let has_relations =
         !manifest.owns.is_empty() || !manifest.watches.is_empty() || !manifest.external.is_empty();
-    if !one_kind && has_relations {
+    if has_relations {
         return Err(bad(
             "owns/watches/external",
             "relations are generated for an operator of one kind (a CRD, typed or dynamic, a \
@@ -220,14 +342,7 @@ pub fn analyze(
                 .to_owned(),
         ));
     }
-    let crate_name = match &manifest.name {
-        Some(name) => name.clone(),
-        None => {
-            naming::default_crate_name(primary.kind.raw().split(',').next().unwrap_or("operator"))
-        }
-    };
-    naming::check_crate_name(&crate_name).map_err(|reason| bad("name", reason))?;
-    if manifest.sharding && !one_kind {
+    if manifest.sharding {
         return Err(bad(
             "sharding",
             "sharding is generated for an operator of one kind (a CRD, typed or dynamic, a \
@@ -236,18 +351,39 @@ pub fn analyze(
                 .to_owned(),
         ));
     }
+    Ok(())
+}
 
-    let relations = relations::resolve(manifest, related_crds, primary, &mut modules, &bad)?;
-    let scope = policy::scope(manifest, one_kind, &facts.primary, &relations, &bad)?;
-    let requeue = policy::requeue(manifest, &bad)?;
-    let uses_chrono = facts.uses_chrono || relations.uses_chrono;
-    let also_served = manifest
-        .primary
-        .derive
-        .as_ref()
-        .map_or(&[][..], |d| d.also_served.as_slice());
-    let own_namespace = webhooks::needs_own_namespace(manifest.webhooks, facts.archetype);
-    if own_namespace && is_reserved_namespace(&crate_name) {
+/// The crate's name: the manifest's, or one made from the primary's kind.
+fn crate_name(
+    manifest: &Manifest,
+    primary: &Primary,
+    bad: &dyn Fn(&str, String) -> Error,
+) -> Result<String> {
+    let crate_name = match &manifest.name {
+        Some(name) => name.clone(),
+        None => {
+            naming::default_crate_name(primary.kind.raw().split(',').next().unwrap_or("operator"))
+        }
+    };
+    naming::check_crate_name(&crate_name).map_err(|reason| bad("name", reason))?;
+    Ok(crate_name)
+}
+
+/// The namespace `deploy/` runs the operator in, and whether it is the operator's own: an
+/// operator with admission webhooks for a built-in kind runs in one, exempt from them.
+fn deploy_namespace(
+    manifest: &Manifest,
+    archetype: Archetype,
+    crate_name: &str,
+    scope: manifest::Scope,
+    bad: &dyn Fn(&str, String) -> Error,
+) -> Result<(String, bool)> {
+    let own_namespace = webhooks::needs_own_namespace(manifest.webhooks, archetype);
+    if !own_namespace {
+        return Ok((DEPLOY_NAMESPACE.to_owned(), false));
+    }
+    if is_reserved_namespace(crate_name) {
         return Err(bad(
             "name",
             format!(
@@ -257,7 +393,7 @@ pub fn analyze(
             ),
         ));
     }
-    if own_namespace && scope == manifest::Scope::Namespace {
+    if scope == manifest::Scope::Namespace {
         return Err(bad(
             "scope",
             "an operator with admission webhooks for a built-in kind runs in a namespace of its \
@@ -266,49 +402,87 @@ pub fn analyze(
                 .to_owned(),
         ));
     }
-    let namespace = if own_namespace {
-        crate_name.clone()
-    } else {
-        DEPLOY_NAMESPACE.to_owned()
-    };
-    let webhooks = webhooks::resolve(
-        manifest.webhooks,
-        facts.archetype,
-        &crate_name,
-        &namespace,
-        primary,
-        also_served,
-        &bad,
-    )?;
-    let has_sample = primary.sample.is_some() || facts.archetype == Archetype::Builtin;
-    let (dependencies, dev_dependencies) = dependencies::tables(
-        manifest,
-        &crate_name,
-        facts.archetype,
-        uses_chrono,
-        webhooks.is_some(),
-        &bad,
-    )?;
+    Ok((crate_name.to_owned(), true))
+}
 
-    let owned_sample = relations
-        .owns
-        .iter()
-        .find(|o| o.builtin && o.skeleton)
-        .cloned();
+/// How the controller runs: `operator.yaml`'s policy, its finalizer and its condition.
+fn controller(
+    manifest: &Manifest,
+    facts: &primary::PrimaryFacts,
+    resolved: &relations::Resolved,
+    crate_name: &str,
+    scope: manifest::Scope,
+    bad: &dyn Fn(&str, String) -> Error,
+) -> Result<Controller> {
+    let primary = &facts.primary;
+    Ok(Controller {
+        predicates: policy::predicates(manifest, manifest.sharding),
+        requeue: policy::requeue(manifest, bad)?,
+        finalizer: !resolved.external.is_empty(),
+        finalizer_name: Text::new(format!(
+            "{}/{crate_name}",
+            finalizer_group(facts.archetype, primary)
+        )),
+        condition: status::own_condition(&manifest.status, facts.archetype, primary, bad)?,
+        cached_kinds: 1 + resolved.owns.len(),
+        sharding: manifest.sharding,
+        namespace_scoped: scope == manifest::Scope::Namespace,
+    })
+}
+
+/// The crate: its names, description, provenance and dependencies.
+fn krate(
+    manifest: &Manifest,
+    flags: CommandFlags,
+    facts: &primary::PrimaryFacts,
+    resolved: &relations::Resolved,
+    name: String,
+    webhooks: bool,
+    bad: &dyn Fn(&str, String) -> Error,
+) -> Result<Crate> {
+    let uses_chrono = facts.uses_chrono || resolved.uses_chrono;
+    let (dependencies, dev_dependencies) =
+        dependencies::tables(manifest, &name, facts.archetype, uses_chrono, webhooks, bad)?;
+    Ok(Crate {
+        ident: naming::snake_ident(&name),
+        description: description(facts.archetype, &facts.primary),
+        provenance: provenance(flags, &facts.primary),
+        name: Text::new(name),
+        dependencies,
+        dev_dependencies,
+    })
+}
+
+/// The least-privilege rules the generated code needs.
+fn rbac_rules(
+    facts: &primary::PrimaryFacts,
+    resolved: &relations::Resolved,
+    controller: &Controller,
+) -> Vec<Rule> {
+    let primary = &facts.primary;
     let status_helper = primary.status_subresource
         && primary.status_type.is_some()
         && matches!(facts.archetype, Archetype::Imported | Archetype::Derived);
-    let finalizer = !relations.external.is_empty();
-    let condition = status::own_condition(&manifest.status, facts.archetype, primary, &bad)?;
-    let rbac = rbac::rules(
+    rbac::rules(
         facts.archetype,
         primary,
-        &facts.generic_kinds,
-        &relations,
-        finalizer,
-        status_helper || condition.is_some(),
-        manifest.sharding,
-    );
+        resolved,
+        controller.finalizer,
+        status_helper || controller.condition.is_some(),
+        controller.sharding,
+    )
+}
+
+/// `deploy/`: the names, the RBAC, the CRD and the monitoring.
+fn deploy(
+    input: &PrimaryInput,
+    facts: &primary::PrimaryFacts,
+    rbac: Vec<Rule>,
+    crate_name: &Text,
+    namespace: Text,
+    own_namespace: bool,
+    webhooks: bool,
+) -> Result<Deploy> {
     let crd_yaml = match input {
         PrimaryInput::Crd { selected, .. } => Some(YamlDocument::new(&selected.crd).map_err(
             |e| Error::Template {
@@ -318,65 +492,21 @@ pub fn analyze(
         )?),
         _ => None,
     };
-    let crd_newer_than_1_20 = facts.newer_than_1_20;
-    let predicates = policy::predicates(manifest, manifest.sharding);
-    let mut warnings = facts.warnings.clone();
-    let origin = facts.origin.clone();
-    warnings.extend(relations.warnings.iter().cloned());
+    let name = crate_name.raw();
     let monitoring =
-        monitoring::monitoring(&crate_name, &namespace, webhooks.is_some()).map_err(|e| {
-            Error::Template {
-                template: "deploy/monitoring/dashboard.yaml".to_owned(),
-                reason: e.to_string(),
-            }
+        monitoring::monitoring(name, namespace.raw(), webhooks).map_err(|e| Error::Template {
+            template: "deploy/monitoring/dashboard.yaml".to_owned(),
+            reason: e.to_string(),
         })?;
-    let operator = Operator {
-        monitoring,
-        crate_ident: naming::snake_ident(&crate_name),
-        description: description(facts.archetype, primary),
-        provenance: provenance(flags, primary),
-        finalizer_name: Text::new(format!(
-            "{}/{crate_name}",
-            finalizer_group(facts.archetype, primary)
-        )),
+    Ok(Deploy {
+        namespace,
+        own_namespace,
+        image: Text::new(format!("{name}:latest")),
+        leader_election_role: Text::new(format!("{name}-leader-election")),
         rbac,
-        namespace_scoped: scope == manifest::Scope::Namespace,
-        deploy: Deploy {
-            namespace: Text::new(namespace),
-            own_namespace,
-            image: Text::new(format!("{crate_name}:latest")),
-            leader_election_role: Text::new(format!("{crate_name}-leader-election")),
-        },
-        crate_name: Text::new(crate_name),
+        monitoring,
         crd_yaml,
-        crd_newer_than_1_20,
-        webhooks,
-        has_sample,
-        condition,
-        owned_sample,
-        cached_kinds: 1 + relations.owns.len(),
-        watches_metadata: relations.watches.iter().any(|w| w.metadata_only),
-        sharding: manifest.sharding,
-        archetype: facts.archetype,
-        generic_kinds: facts.generic_kinds,
-        primary: facts.primary,
-        related_imports: relations.imports,
-        finalizer,
-        owns: relations.owns,
-        watches: relations.watches,
-        external: relations.external,
-        predicates,
-        requeue,
-        dependencies,
-        dev_dependencies,
-        selected_module: facts.selected_module,
-        versions: facts.versions,
-        related_types: relations.types,
-    };
-    Ok(Analysis {
-        operator,
-        origin,
-        warnings,
+        crd_newer_than_1_20: facts.newer_than_1_20,
     })
 }
 

@@ -3,7 +3,7 @@
 
 use serde::Serialize;
 
-use super::{Primary, relations::Relations};
+use super::{Primary, relations::Resolved};
 use crate::{
     error::{Error, Result},
     manifest::{self, Manifest},
@@ -82,7 +82,7 @@ pub(super) fn scope(
     manifest: &Manifest,
     one_kind: bool,
     primary: &Primary,
-    relations: &Relations,
+    relations: &Resolved,
     bad: &dyn Fn(&str, String) -> Error,
 ) -> Result<manifest::Scope> {
     if manifest.scope != manifest::Scope::Namespace {

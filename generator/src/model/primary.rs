@@ -66,6 +66,9 @@ pub struct Primary {
     /// Whether the version is the CRD's storage version, a fact about the CRD that generated
     /// docs state.
     pub storage_version: bool,
+    /// The kinds reconciled: a generic primary's list, or a built-in primary's one kind, for
+    /// `types.rs` to re-export; empty otherwise.
+    pub kinds: Vec<Related>,
 }
 
 /// Which optional fields a CRD's condition items declare; `type` and `status` always exist.
@@ -94,7 +97,6 @@ pub(super) struct PrimaryFacts {
     pub versions: Vec<TypesModule>,
     pub selected_module: Option<Ident>,
     pub uses_chrono: bool,
-    pub generic_kinds: Vec<Related>,
     pub warnings: Vec<String>,
     /// Where the CRD came from, a path or URL as typed, when the primary is a CRD.
     pub origin: Option<String>,
@@ -111,7 +113,6 @@ impl PrimaryFacts {
             versions: Vec::new(),
             selected_module: None,
             uses_chrono: false,
-            generic_kinds: Vec::new(),
             warnings: Vec::new(),
             origin: None,
             newer_than_1_20: false,
@@ -161,6 +162,7 @@ impl Names<'_> {
             conditions: None,
             sample: None,
             storage_version: false,
+            kinds: Vec::new(),
         }
     }
 }
@@ -292,7 +294,6 @@ fn imported(
         versions,
         selected_module,
         uses_chrono,
-        generic_kinds: Vec::new(),
         warnings,
         origin: Some(selected.origin.clone()),
         newer_than_1_20,
@@ -448,7 +449,7 @@ fn builtin(b: &k8s_catalog::BuiltinKind) -> PrimaryFacts {
         names.primary(naming::type_ident(b.kind, &[])),
         Archetype::Builtin,
     );
-    facts.generic_kinds = vec![Related::builtin(b)];
+    facts.primary.kinds = vec![Related::builtin(b)];
     facts
 }
 
@@ -495,7 +496,7 @@ fn generic(kinds: &[k8s_catalog::BuiltinKind]) -> PrimaryFacts {
     related.sort_by(|a, b| a.rust_name.cmp(&b.rust_name));
     related.dedup_by(|a, b| a.rust_name == b.rust_name);
     let mut facts = PrimaryFacts::plain(primary, Archetype::Generic);
-    facts.generic_kinds = related;
+    facts.primary.kinds = related;
     facts
 }
 

@@ -6,7 +6,7 @@
 
 use serde::Serialize;
 
-use super::{Archetype, Primary, relations::Relations};
+use super::{Archetype, Primary, relations::Resolved};
 use crate::text::{Constant, Text};
 
 /// One rule of the operator's ClusterRole (or Role).
@@ -56,15 +56,14 @@ fn is_secrets(group: &Text, resource: &Text) -> bool {
 pub(super) fn rules(
     archetype: Archetype,
     primary: &Primary,
-    generic_kinds: &[super::Related],
-    relations: &Relations,
+    relations: &Resolved,
     finalizer: bool,
     status_helper: bool,
     sharding: bool,
 ) -> Vec<Rule> {
     let mut rules = Vec::new();
     if archetype == Archetype::Generic {
-        for kind in generic_kinds {
+        for kind in &primary.kinds {
             rules.push(Rule::watched(
                 &kind.group,
                 kind.plural.clone(),
@@ -134,7 +133,7 @@ fn merged(mut rules: Vec<Rule>) -> Vec<Rule> {
 fn primary_rules(
     archetype: Archetype,
     primary: &Primary,
-    relations: &Relations,
+    relations: &Resolved,
     (finalizer, sharding): (bool, bool),
     status_helper: bool,
 ) -> Vec<Rule> {

@@ -128,8 +128,8 @@ pub struct Import {
     pub alias: Option<Ident>,
 }
 
-/// The relations, resolved.
-pub(super) struct Relations {
+/// The relations, resolved, with what the rest of the model takes from them.
+pub(super) struct Resolved {
     pub owns: Vec<Related>,
     pub watches: Vec<Watched>,
     pub external: Vec<External>,
@@ -149,7 +149,7 @@ pub(super) fn resolve(
     primary: &Primary,
     modules: &mut naming::ModuleNames,
     bad: Bad,
-) -> Result<Relations> {
+) -> Result<Resolved> {
     let mut resolver = Resolver {
         related_crds,
         modules,
@@ -199,7 +199,7 @@ pub(super) fn resolve(
     let external = external(manifest, bad)?;
     distinct_watch_idents(&owns, &mut watches);
     let imports = imports(&owns, &watches).map_err(|reason| bad("owns/watches", reason))?;
-    Ok(Relations {
+    Ok(Resolved {
         owns,
         watches,
         external,

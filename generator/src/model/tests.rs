@@ -55,19 +55,22 @@ fn relations_become_resolved_names() {
         "owns: [{kind: configmap}]\nwatches: [{kind: Secret, map: {field: metadata.name}}]\nexternal: [{name: rule-registry}]",
     )
     .unwrap();
-    assert_eq!(operator.crate_name.raw(), "widget-controller");
-    assert_eq!(operator.crate_ident.as_str(), "widget_controller");
+    assert_eq!(operator.krate.name.raw(), "widget-controller");
+    assert_eq!(operator.krate.ident.as_str(), "widget_controller");
     assert_eq!(
-        operator.owns[0].rust_path.as_str(),
+        operator.relations.owns[0].rust_path.as_str(),
         "k8s_openapi::api::core::v1::ConfigMap"
     );
-    assert_eq!(operator.watches[0].key.raw(), "/metadata/name");
-    assert_eq!(operator.external[0].hook.as_str(), "poll_rule_registry");
+    assert_eq!(operator.relations.watches[0].key.raw(), "/metadata/name");
     assert_eq!(
-        operator.finalizer_name.raw(),
+        operator.relations.external[0].hook.as_str(),
+        "poll_rule_registry"
+    );
+    assert_eq!(
+        operator.controller.finalizer_name.raw(),
         "example.com/widget-controller"
     );
-    assert!(operator.finalizer);
+    assert!(operator.controller.finalizer);
 }
 
 #[test]
@@ -76,13 +79,13 @@ fn a_kind_owned_and_watched_gets_one_name_per_relation() {
         "owns: [{kind: ConfigMap}]\nwatches: [{kind: ConfigMap, map: {label: example.com/w}}]",
     )
     .unwrap();
-    assert_eq!(operator.owns[0].ident.as_str(), "config_map");
+    assert_eq!(operator.relations.owns[0].ident.as_str(), "config_map");
     assert_eq!(
-        operator.watches[0].related.ident.as_str(),
+        operator.relations.watches[0].related.ident.as_str(),
         "config_map_watched"
     );
     // One import serves both relations.
-    assert_eq!(operator.related_imports.len(), 1);
+    assert_eq!(operator.relations.imports.len(), 1);
 }
 
 #[test]
@@ -90,6 +93,7 @@ fn rbac_grants_what_each_relation_uses_and_no_more() {
     let rules = |manifest: &str| -> Vec<(String, String, String)> {
         analyze_with(manifest)
             .unwrap()
+            .deploy
             .rbac
             .into_iter()
             .map(|r| {
@@ -147,6 +151,7 @@ fn rbac_says_what_listing_secrets_reads() {
     let operator =
         analyze_with("watches: [{kind: Secret, map: {label: a}}]").expect("a valid manifest");
     let secrets = operator
+        .deploy
         .rbac
         .iter()
         .find(|r| r.resource.raw() == "secrets")
@@ -158,6 +163,7 @@ fn rbac_says_what_listing_secrets_reads() {
     );
     let operator = analyze_with("owns: [{kind: Secret}]").expect("a valid manifest");
     let owned = operator
+        .deploy
         .rbac
         .iter()
         .find(|r| r.resource.raw() == "secrets")
@@ -172,8 +178,8 @@ fn rbac_says_what_listing_secrets_reads() {
 #[test]
 fn namespace_scope_takes_a_role_and_refuses_cluster_scoped_kinds() {
     let operator = analyze_with("scope: namespace\nowns: [{kind: ConfigMap}]").unwrap();
-    assert!(operator.namespace_scoped);
-    assert!(!analyze_with("").unwrap().namespace_scoped);
+    assert!(operator.controller.namespace_scoped);
+    assert!(!analyze_with("").unwrap().controller.namespace_scoped);
     let err = error_of("scope: namespace\nwatches: [{kind: ClusterRole, map: {label: a}}]");
     assert!(
         err.contains("field `scope`") && err.contains("ClusterRole is cluster-scoped"),
@@ -219,6 +225,7 @@ fn conditions_are_recorded_only_behind_a_status_subresource() {
     assert!(!operator.primary.status_subresource && operator.primary.conditions.is_none());
     assert!(
         !operator
+            .deploy
             .rbac
             .iter()
             .any(|r| r.resource.raw().ends_with("/status"))
@@ -281,6 +288,7 @@ fn extra_dependencies_are_quoted_as_toml() {
     .unwrap();
     let spec = |name: &str| {
         operator
+            .krate
             .dependencies
             .iter()
             .find(|d| d.name.raw() == name)
@@ -354,7 +362,7 @@ fn headers_name_flags_but_no_paths() {
     .unwrap()
     .operator;
     assert_eq!(
-        operator.provenance.regenerate.raw(),
+        operator.krate.provenance.regenerate.raw(),
         "operator-gen gen --crd <CRD> --kind Widget --manifest <operator.yaml>"
     );
 }
@@ -414,14 +422,15 @@ fn a_related_kind_never_shares_a_module_with_a_version() {
     .unwrap()
     .operator;
     let modules: Vec<&str> = operator
+        .types
         .versions
         .iter()
-        .chain(&operator.related_types)
+        .chain(&operator.types.related)
         .map(|m| m.module.as_str())
         .collect();
     assert_eq!(modules, ["v1alpha1", "v1", "v1_2"]);
     assert_eq!(
-        operator.watches[0].related.rust_path.as_str(),
+        operator.relations.watches[0].related.rust_path.as_str(),
         "crate::types::v1_2::V1"
     );
 }
@@ -453,6 +462,7 @@ fn webhooks_match_only_the_primary_and_are_named_after_the_crate() {
     assert_eq!(webhooks.inject_ca_from.raw(), "default/widgets-webhook");
     let features = |name: &str| {
         let dependency = operator
+            .krate
             .dependencies
             .iter()
             .find(|d| d.name.raw() == name)
@@ -463,6 +473,7 @@ fn webhooks_match_only_the_primary_and_are_named_after_the_crate() {
     assert!(features("axum").contains("json"));
     assert_eq!(
         operator
+            .krate
             .dependencies
             .iter()
             .filter(|d| d.name.raw() == "kube")
@@ -480,6 +491,7 @@ fn webhooks_that_are_all_off_generate_nothing() {
     assert!(operator.webhooks.is_none());
     assert!(
         !operator
+            .krate
             .dependencies
             .iter()
             .any(|d| d.name.raw() == "rcgen")
@@ -671,16 +683,17 @@ fn an_imported_crds_status_is_left_alone_unless_a_condition_is_asked_for() {
     let items = condition_items("type, status", "");
     let operator = analyze_with_conditions(&items, "").unwrap();
     assert!(
-        operator.condition.is_none(),
+        operator.controller.condition.is_none(),
         "nothing asked, nothing written"
     );
 
     let operator = analyze_with_conditions(&items, "status: { condition: Audited }").unwrap();
-    let condition = operator.condition.expect("asked for");
+    let condition = operator.controller.condition.expect("asked for");
     assert_eq!(condition.type_name.raw(), "Audited");
     assert!(!condition.fields.list_map, "a list replaced whole");
     assert!(
         operator
+            .deploy
             .rbac
             .iter()
             .any(|r| r.resource.raw() == "widgets/status")
@@ -692,7 +705,12 @@ fn an_imported_crds_status_is_left_alone_unless_a_condition_is_asked_for() {
     );
     let operator = analyze_with_conditions(&map, "status: { condition: Audited }").unwrap();
     assert!(
-        operator.condition.expect("asked for").fields.list_map,
+        operator
+            .controller
+            .condition
+            .expect("asked for")
+            .fields
+            .list_map,
         "one entry applied"
     );
 }
@@ -801,8 +819,9 @@ fn a_sample_built_from_the_schema_takes_the_field_a_cel_rule_asks_for() {
 #[test]
 fn sharding_grants_the_primary_patch_and_lets_label_changes_through() {
     let operator = analyze_with("sharding: true").expect("a valid manifest");
-    assert!(operator.sharding);
+    assert!(operator.controller.sharding);
     let primary = operator
+        .deploy
         .rbac
         .iter()
         .find(|r| r.resource.raw() == "widgets")
@@ -814,13 +833,16 @@ fn sharding_grants_the_primary_patch_and_lets_label_changes_through() {
         "{primary:?}"
     );
     // The drain label changes neither generation nor finalizers.
-    let predicates: Vec<&str> = operator.predicates.iter().map(|p| p.0).collect();
+    let predicates: Vec<&str> = operator.controller.predicates.iter().map(|p| p.0).collect();
     assert_eq!(predicates, ["generation", "finalizers", "labels"]);
     let unfiltered = analyze_with("sharding: true\npredicates: []").expect("a valid manifest");
-    assert!(unfiltered.predicates.is_empty(), "nothing to let through");
+    assert!(
+        unfiltered.controller.predicates.is_empty(),
+        "nothing to let through"
+    );
     let plain = analyze_with("").expect("a valid manifest");
-    assert!(!plain.sharding);
-    assert_eq!(plain.predicates.len(), 2);
+    assert!(!plain.controller.sharding);
+    assert_eq!(plain.controller.predicates.len(), 2);
 }
 
 #[test]
@@ -828,9 +850,9 @@ fn a_dynamic_primary_takes_relations_and_sharding_as_a_typed_one_does() {
     let manifest = "owns: [{kind: ConfigMap}]\nwatches: [{kind: Secret, map: {label: example.com/widget}}]\nsharding: true";
     let operator = analyze_dynamic(manifest).expect("relations on a dynamic primary");
     assert_eq!(operator.archetype, Archetype::Dynamic);
-    assert_eq!(operator.owns.len(), 1);
-    assert_eq!(operator.watches.len(), 1);
-    assert!(operator.sharding);
+    assert_eq!(operator.relations.owns.len(), 1);
+    assert_eq!(operator.relations.watches.len(), 1);
+    assert!(operator.controller.sharding);
     assert_eq!(operator.primary.rust_type.as_str(), "Widget");
     assert!(
         operator.primary.sample.is_some(),
