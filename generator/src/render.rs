@@ -609,7 +609,10 @@ mod tests {
             .collect();
         assert_eq!(names.remove(0), "manifest.rs.tera");
         names.sort_unstable();
-        assert_eq!(names, ["_policy.rs.tera"]);
+        assert_eq!(
+            names,
+            ["_children.rs.tera", "_policy.rs.tera", "_related.rs.tera"]
+        );
         assert_eq!(with_partials("types.rs.tera").len(), 1);
         // Every template compiles with only what it includes.
         for template in TEMPLATES {

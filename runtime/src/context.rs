@@ -152,9 +152,15 @@ impl<O: Operator> Context<O> {
 
     /// A context around `client` that runs with `settings`.
     pub fn with_settings(client: Client, settings: O::Settings) -> Self {
+        Self::with_metrics(client, settings, Arc::new(Metrics::new(O::READY_WHEN)))
+    }
+
+    /// A context around `client` that runs with `settings` and counts its reconciles in
+    /// `metrics`, which it shares: with the contexts of an operator's other kinds, each
+    /// controller's watches counted towards one readiness.
+    pub fn with_metrics(client: Client, settings: O::Settings, metrics: Arc<Metrics>) -> Self {
         let pod_name = O::common(&settings).pod_name.clone();
         let recorder = lifecycle::recorder(client.clone(), O::NAME, pod_name);
-        let metrics = Arc::new(Metrics::new(O::READY_WHEN));
         let mut lifecycle = Lifecycle::new(Arc::clone(&metrics), recorder.clone(), O::BACKOFF);
         if let Some(finalizer) = O::FINALIZER {
             lifecycle = lifecycle.with_finalizer(finalizer);

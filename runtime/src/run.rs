@@ -282,10 +282,7 @@ where
     {
         let metrics = Arc::clone(lifecycle(&*ctx).metrics());
         endpoints::spawn(self.common.metrics_addr, &metrics);
-        let namespace = match self.options.scope {
-            Scope::Cluster => None,
-            Scope::Namespace => Some(self.client.default_namespace()),
-        };
+        let namespace = self.namespace();
         let term = TermSetup {
             client: &self.client,
             options: self.options,
@@ -296,7 +293,11 @@ where
         };
         let name = self.options.name;
         let election = Election::new(self.client.clone(), name, self.pod_namespace, self.common);
-        let run_term = |leadership| term.run(Arc::clone(&ctx), leadership);
+        let term = &term;
+        let run_term = |leadership| {
+            let ctx = Arc::clone(&ctx);
+            async move { term.run(ctx, &leadership).await }
+        };
         if self.sharding {
             let replica =
                 Replica::from_settings(self.client.clone(), self.pod_namespace, name, self.common)?;
@@ -308,6 +309,66 @@ where
         }
         election.run(&metrics, run_term).await
     }
+
+    /// One term of this controller, until `leadership` ends: for an operator that runs
+    /// several, one per kind, in each term of one election (see [`elected`]). The runner's
+    /// sharding is not used; an operator of several kinds is not sharded.
+    pub async fn run_term<Ctx, E, Relate, Reconcile, Reconciled>(
+        &self,
+        ctx: Arc<Ctx>,
+        relate: Relate,
+        reconcile: Reconcile,
+        leadership: &leader::Term,
+    ) where
+        Ctx: AsRef<Lifecycle<K>> + Send + Sync + 'static,
+        E: ReconcileError,
+        Relate: Fn(Controller<K>, &Watches<'_>) -> Controller<K>,
+        Reconcile: Fn(Arc<K>, Arc<Ctx>) -> Reconciled,
+        Reconciled: Future<Output = Result<Action, E>> + Send + 'static,
+    {
+        let metrics = Arc::clone(lifecycle(&*ctx).metrics());
+        let term = TermSetup {
+            client: &self.client,
+            options: self.options,
+            namespace: self.namespace(),
+            metrics: &metrics,
+            relate: &relate,
+            reconcile: &reconcile,
+        };
+        term.run(ctx, leadership).await;
+    }
+
+    /// Where the controller watches: the client's default namespace, or everywhere.
+    fn namespace(&self) -> Option<&str> {
+        match self.options.scope {
+            Scope::Cluster => None,
+            Scope::Namespace => Some(self.client.default_namespace()),
+        }
+    }
+}
+
+/// Serves the metrics endpoints, then runs `run_term` in every term this replica leads (with
+/// leader election on the Lease `name` in `pod_namespace`), until the operator is asked to
+/// stop: what [`Runner::run`] does for one controller, for an operator that runs several in
+/// each term through [`Runner::run_term`].
+///
+/// # Errors
+/// The election's, when the Lease cannot be read or written for good.
+pub async fn elected<F, Fut>(
+    client: Client,
+    name: &str,
+    pod_namespace: &str,
+    common: &Common,
+    metrics: &Arc<Metrics>,
+    run_term: F,
+) -> Result<(), leader::Error>
+where
+    F: FnMut(leader::Term) -> Fut,
+    Fut: Future<Output = ()>,
+{
+    endpoints::spawn(common.metrics_addr, metrics);
+    let election = Election::new(client, name, pod_namespace, common);
+    election.run(metrics, run_term).await
 }
 
 /// What every term of a [`Runner`] runs with.
@@ -325,7 +386,7 @@ where
     K: Watched + Serialize,
 {
     /// One term: the watches, and the controller over them, until `leadership` ends.
-    async fn run<Ctx, E, Reconciled>(&self, ctx: Arc<Ctx>, leadership: leader::Term)
+    async fn run<Ctx, E, Reconciled>(&self, ctx: Arc<Ctx>, leadership: &leader::Term)
     where
         Ctx: AsRef<Lifecycle<K>> + Send + Sync + 'static,
         E: ReconcileError,
@@ -389,41 +450,9 @@ where
     }
 }
 
-/// A controller over every `K` that `api` lists, for a generated controller that builds its
-/// own (over `DynamicObject`s of `dyntype`, or one of several kinds): its watch retried after
-/// failures, its first list counted towards readiness in `metrics`, and its objects cached
-/// without the fields no reconcile reads. The cache's size is served as a metric while the
-/// [`Counted`] lives.
-pub fn controller_over<K>(
-    api: Api<K>,
-    dyntype: K::DynamicType,
-    metrics: &Arc<Metrics>,
-) -> (Controller<K>, Counted)
-where
-    K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
-    K::DynamicType: Debug + Eq + Hash + Clone + Unpin + Send + Sync,
-{
-    let kind = K::kind(&dyntype).into_owned();
-    let writer = reflector::store::Writer::new(dyntype.clone());
-    let reader = writer.as_reader();
-    let counted = metrics.count_cache(&kind, reader.clone());
-    let objects = watcher(api, watcher::Config::default())
-        .retried()
-        .inspect(metrics.listing(&kind))
-        .modify(forget_unread_fields)
-        .reflect(writer)
-        .applied_objects();
-    let controller =
-        Controller::for_stream_with(objects, reader, dyntype).trigger_backoff(backoff::triggers());
-    (controller, counted)
-}
-
 /// Runs `controller` with `config` until it stops: every reconcile of `reconcile` traced (see
 /// [`traces::traced`]), every failure answered by `error_policy`, and every outcome logged.
-///
-/// [`Runner`] drives its controller through it, and so does a generated controller over
-/// `DynamicObject`s or over several kinds, which builds its own.
-pub async fn drive<K, Ctx, E, Reconcile, Reconciled, Policy>(
+async fn drive<K, Ctx, E, Reconcile, Reconciled, Policy>(
     controller: Controller<K>,
     config: kube::runtime::Config,
     ctx: Arc<Ctx>,
@@ -591,7 +620,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_controller_over_a_watch_caches_what_it_lists_and_reconciles_it_until_stopped() {
+    async fn a_driven_controller_reconciles_what_it_lists_until_it_is_stopped() {
         let list = json!({
             "apiVersion": "v1",
             "kind": "ConfigMapList",
@@ -599,12 +628,7 @@ mod tests {
             "items": [{
                 "apiVersion": "v1",
                 "kind": "ConfigMap",
-                "metadata": {
-                    "name": "a",
-                    "namespace": "ns",
-                    "resourceVersion": "1",
-                    "managedFields": [{"manager": "kubectl", "operation": "Apply"}],
-                },
+                "metadata": {"name": "a", "namespace": "ns", "resourceVersion": "1"},
             }],
         });
         let (client, server) = mock_api(move |seen| {
@@ -615,14 +639,12 @@ mod tests {
                 false => (200, list.clone()),
             }
         });
-        let metrics = Arc::new(Metrics::new(ReadyWhen::WatchesListed(1)));
         let api = Api::<ConfigMap>::namespaced(client, "ns");
-        let (controller, counted) = controller_over(api, (), &metrics);
-        let cache = controller.store();
         let (stop, stopped) = oneshot::channel::<()>();
-        let controller = controller.graceful_shutdown_on(async {
-            stopped.await.ok();
-        });
+        let controller =
+            Controller::new(api, watcher::Config::default()).graceful_shutdown_on(async {
+                stopped.await.ok();
+            });
         let reconcile = |obj: Arc<ConfigMap>, stop: Arc<Mutex<Option<oneshot::Sender<()>>>>| {
             let stop = stop.lock().map(|mut stop| stop.take()).ok().flatten();
             async move {
@@ -645,19 +667,6 @@ mod tests {
             .await
             .expect("stopped after its reconcile");
         assert!(ctx.lock().is_ok_and(|stop| stop.is_none()), "reconciled");
-        let cached = cache.get(&ObjectRef::new("a").within("ns"));
-        let cached = cached.expect("the listed object is cached");
-        assert_eq!(
-            cached.metadata.managed_fields, None,
-            "unread fields forgotten"
-        );
-        let rendered = metrics.render();
-        assert!(rendered.contains("operator_watch_listed{watch=\"ConfigMap\"} 1\n"));
-        assert!(rendered.contains("operator_cache_objects{kind=\"ConfigMap\"} 1\n"));
-        drop(counted);
-        let rendered = metrics.render();
-        assert!(!rendered.contains("operator_cache_objects{kind=\"ConfigMap\"}"));
-        drop(cache);
         server.abort();
     }
 }

@@ -51,7 +51,10 @@ pub const FILES: &[(&str, &str)] = &[
     ("Dockerfile.tera", include_str!("../Dockerfile.tera")),
     ("README.md.tera", include_str!("../README.md.tera")),
     ("RELATIONS.md.tera", include_str!("../RELATIONS.md.tera")),
+    ("_children.rs.tera", include_str!("../_children.rs.tera")),
     ("_policy.rs.tera", include_str!("../_policy.rs.tera")),
+    ("_related.rs.tera", include_str!("../_related.rs.tera")),
+    ("_relations.rs.tera", include_str!("../_relations.rs.tera")),
     (
         "_types_versions.rs.tera",
         include_str!("../_types_versions.rs.tera"),

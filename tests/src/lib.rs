@@ -159,6 +159,12 @@ pub fn grid_cases() -> Vec<(String, String)> {
             ),
         ),
         (
+            "grid-generic-all-relations".to_owned(),
+            format!(
+                "name: grid-generic-all-relations\nprimary:\n  generic: [Deployment, StatefulSet, ConfigMap]\n{relations}"
+            ),
+        ),
+        (
             "grid-builtin-all-relations".to_owned(),
             format!(
                 "name: grid-builtin-all-relations\nprimary:\n  builtin: Deployment\n{relations}"

@@ -29,6 +29,11 @@ fn certificate_dynamic_relations_sharded() {
 }
 
 #[test]
+fn workloads_generic_relations() {
+    snapshot_fixture("workloads-generic-relations");
+}
+
+#[test]
 fn certificate_owns_secret_watches_crd() {
     snapshot_fixture("certificate-owns-secret-watches-crd");
 }

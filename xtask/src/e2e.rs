@@ -314,7 +314,13 @@ impl Suite {
         } else {
             None
         };
-        let primary = match &manifest.primary.builtin {
+        // A generic operator is checked through its first kind, which runs the same
+        // controller as the others.
+        let builtin = manifest.primary.builtin.as_ref().or_else(|| {
+            let kinds = manifest.primary.generic.as_ref();
+            kinds.and_then(|kinds| kinds.first())
+        });
+        let primary = match builtin {
             Some(kind) => Primary::builtin(&name, kind)?,
             None => Primary::custom(
                 derived_crd

@@ -322,27 +322,13 @@ pub fn analyze(
     })
 }
 
-/// Refuses what the archetype cannot take: relations and sharding need one kind.
+/// Refuses what the archetype cannot take: the sharder places objects of one kind.
 fn check_shape(
     manifest: &Manifest,
     archetype: Archetype,
     bad: &dyn Fn(&str, String) -> Error,
 ) -> Result<()> {
-    // One kind, typed or (dynamic) untyped, runs on the runtime's run loop with its relations.
-    if archetype != Archetype::Generic {
-        return Ok(());
-    }
-    let has_relations =
-        !manifest.owns.is_empty() || !manifest.watches.is_empty() || !manifest.external.is_empty();
-    if has_relations {
-        return Err(bad(
-            "owns/watches/external",
-            "relations are generated for an operator of one kind (a CRD, typed or dynamic, a \
-             built-in kind or a derived resource); a generic operator takes none"
-                .to_owned(),
-        ));
-    }
-    if manifest.sharding {
+    if archetype == Archetype::Generic && manifest.sharding {
         return Err(bad(
             "sharding",
             "sharding is generated for an operator of one kind (a CRD, typed or dynamic, a \
@@ -424,7 +410,8 @@ fn controller(
             finalizer_group(facts.archetype, primary)
         )),
         condition: status::own_condition(&manifest.status, facts.archetype, primary, bad)?,
-        cached_kinds: 1 + resolved.owns.len(),
+        // Each kind's controller lists its primaries and its children.
+        cached_kinds: primary.kinds.len().max(1) * (1 + resolved.owns.len()),
         sharding: manifest.sharding,
         namespace_scoped: scope == manifest::Scope::Namespace,
     })

@@ -62,18 +62,18 @@ pub(super) fn rules(
     sharding: bool,
 ) -> Vec<Rule> {
     let mut rules = Vec::new();
-    if archetype == Archetype::Generic {
-        for kind in &primary.kinds {
-            rules.push(Rule::watched(
-                &kind.group,
-                kind.plural.clone(),
-                "reconciled kind (metadata)",
-            ));
-        }
-    } else {
+    // A generic operator reconciles each of its kinds as a primary of its own.
+    let primaries: Vec<(&Text, &Text)> = match archetype {
+        Archetype::Generic => primary
+            .kinds
+            .iter()
+            .map(|k| (&k.group, &k.plural))
+            .collect(),
+        _ => vec![(&primary.group, &primary.plural)],
+    };
+    for (group, plural) in primaries {
         rules.extend(primary_rules(
-            archetype,
-            primary,
+            (group, plural),
             relations,
             (finalizer, sharding),
             status_helper,
@@ -129,15 +129,14 @@ fn merged(mut rules: Vec<Rule>) -> Vec<Rule> {
     out
 }
 
-/// The primary's own rules, for every archetype but the generic one.
+/// A primary's own rules: its resource `plural` in `group`.
 fn primary_rules(
-    archetype: Archetype,
-    primary: &Primary,
+    (group, plural): (&Text, &Text),
     relations: &Resolved,
     (finalizer, sharding): (bool, bool),
     status_helper: bool,
 ) -> Vec<Rule> {
-    let sub = |name: &str| Text::new(format!("{}/{name}", primary.plural.raw()));
+    let sub = |name: &str| Text::new(format!("{}/{name}", plural.raw()));
     let mut rules = Vec::new();
     let patched_for = match (finalizer, sharding) {
         (false, false) => None,
@@ -151,37 +150,30 @@ fn primary_rules(
     };
     match patched_for {
         Some(reason) => rules.push(Rule::new(
-            &primary.group,
-            primary.plural.clone(),
+            group,
+            plural.clone(),
             &["list", "watch", "patch"],
             reason,
         )),
-        None => rules.push(Rule::watched(
-            &primary.group,
-            primary.plural.clone(),
-            "primary resource",
-        )),
+        None => rules.push(Rule::watched(group, plural.clone(), "primary resource")),
     }
     if status_helper {
         rules.push(Rule::new(
-            &primary.group,
+            group,
             sub("status"),
             &["patch"],
             "status written only when it changed",
         ));
     }
-    // A generic operator's reconciles publish no Events.
-    if archetype != Archetype::Generic {
-        rules.push(Rule::new(
-            &Text::from("events.k8s.io"),
-            Text::from("events"),
-            &["create", "patch"],
-            "events about reconcile outcomes",
-        ));
-    }
+    rules.push(Rule::new(
+        &Text::from("events.k8s.io"),
+        Text::from("events"),
+        &["create", "patch"],
+        "events about reconcile outcomes",
+    ));
     if !relations.owns.is_empty() {
         rules.push(Rule::new(
-            &primary.group,
+            group,
             sub("finalizers"),
             &["update"],
             "children's owner references that block the primary's deletion",

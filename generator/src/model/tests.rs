@@ -861,27 +861,30 @@ fn a_dynamic_primary_takes_relations_and_sharding_as_a_typed_one_does() {
 }
 
 #[test]
-fn relations_and_sharding_on_a_generic_primary_are_refused_naming_the_field() {
+fn a_generic_primary_takes_relations_but_refuses_sharding_naming_the_field() {
     let kinds = ["Deployment", "ConfigMap"].map(|k| k8s_catalog::find(k).expect("built in"));
     let generic = |manifest: &str| {
         let manifest = Manifest::parse("operator.yaml", manifest).expect("a manifest");
         let input = PrimaryInput::Generic(kinds.to_vec());
-        let analyzed = analyze(
+        analyze(
             "operator.yaml",
             &manifest,
             &input,
             &[],
             CommandFlags::default(),
-        );
-        analyzed
-            .expect_err("a generic primary is several kinds")
-            .to_string()
+        )
     };
-    let error = generic("sharding: true");
+    let error = generic("sharding: true").expect_err("a generic primary is several kinds");
+    let error = error.to_string();
     assert!(error.contains("field `sharding`"), "{error}");
-    let error = generic("owns: [{kind: ConfigMap}]");
-    assert!(error.contains("field `owns/watches/external`"), "{error}");
-    assert!(error.contains("generic operator takes none"), "{error}");
+    let related = generic("owns: [{kind: Secret}]\nexternal: [{name: registry}]");
+    let operator = related.expect("relations on a generic primary").operator;
+    assert_eq!(operator.relations.owns.len(), 1);
+    assert!(operator.controller.finalizer);
+    assert_eq!(
+        operator.controller.cached_kinds, 4,
+        "each of the two kinds' controllers lists its primaries and its children"
+    );
 }
 
 #[test]
