@@ -22,7 +22,7 @@ use crate::{
     lifecycle::{self, Lifecycle},
     metrics::{Metrics, ReadyWhen},
     run::{self, WatchScope, Watched},
-    settings::Common,
+    settings::Flags,
 };
 
 /// An operator, as its generated crate describes it to the runtime: its kinds, its flags and
@@ -31,7 +31,7 @@ pub trait Operator: 'static {
     /// The kind it reconciles.
     type Primary: Watched + Serialize;
     /// Its flags.
-    type Settings: Send + Sync;
+    type Settings: Flags;
     /// The caches of the kinds it owns, declared with [`children!`](crate::children); `()`
     /// when it owns none.
     type Children: Children;
@@ -46,12 +46,6 @@ pub trait Operator: 'static {
     const FINALIZER: Option<&'static str> = None;
     /// The condition it keeps in `status.conditions`, if any.
     const CONDITION: Option<conditions::Spec> = None;
-
-    /// The settings the environment gives, without flags: what [`Context::new`] runs with.
-    fn settings_from_env() -> Self::Settings;
-
-    /// The flags every operator takes, among its settings.
-    fn common(settings: &Self::Settings) -> &Common;
 }
 
 /// The caches of the kinds an operator owns, each filled by the controller's watch of its kind
@@ -147,7 +141,7 @@ impl<O: Operator> Context<O> {
     /// A context around `client`, with the settings the environment gives; ready once the
     /// watches have listed everything.
     pub fn new(client: Client) -> Self {
-        Self::with_settings(client, O::settings_from_env())
+        Self::with_settings(client, O::Settings::from_env())
     }
 
     /// A context around `client` that runs with `settings`.
@@ -159,7 +153,7 @@ impl<O: Operator> Context<O> {
     /// `metrics`, which it shares: with the contexts of an operator's other kinds, each
     /// controller's watches counted towards one readiness.
     pub fn with_metrics(client: Client, settings: O::Settings, metrics: Arc<Metrics>) -> Self {
-        let pod_name = O::common(&settings).pod_name.clone();
+        let pod_name = settings.common().pod_name.clone();
         let recorder = lifecycle::recorder(client.clone(), O::NAME, pod_name);
         let mut lifecycle = Lifecycle::new(Arc::clone(&metrics), recorder.clone(), O::BACKOFF);
         if let Some(finalizer) = O::FINALIZER {
@@ -314,7 +308,7 @@ mod tests {
 
     impl Operator for Pods {
         type Primary = Pod;
-        type Settings = Common;
+        type Settings = crate::settings::Common;
         type Children = Children;
 
         const NAME: &'static str = "pod-operator";
@@ -323,14 +317,6 @@ mod tests {
             max: std::time::Duration::from_secs(60),
         };
         const READY_WHEN: ReadyWhen = ReadyWhen::WatchesListed(1);
-
-        fn settings_from_env() -> Common {
-            Common::default()
-        }
-
-        fn common(settings: &Common) -> &Common {
-            settings
-        }
     }
 
     fn owner() -> Pod {

@@ -67,6 +67,95 @@ impl Default for Common {
     }
 }
 
+/// An operator's settings, as the runtime reads them: a generated crate's `Settings`, or
+/// [`Common`] alone.
+pub trait Flags: Send + Sync + 'static {
+    /// The settings the environment gives, without flags: what a context built in a test runs
+    /// with. A variable that does not parse leaves every setting at its default here; the
+    /// binary refuses it instead.
+    fn from_env() -> Self;
+
+    /// The flags every operator takes, among these.
+    fn common(&self) -> &Common;
+}
+
+/// The common flags alone, as the runtime's own tests run a context: at their defaults.
+impl Flags for Common {
+    fn from_env() -> Self {
+        Self::default()
+    }
+
+    fn common(&self) -> &Common {
+        self
+    }
+}
+
+/// Where the webhooks are served unless told otherwise.
+#[cfg(feature = "webhooks")]
+pub const WEBHOOK_ADDR: SocketAddr = SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 8443);
+
+/// The flags of an operator with webhooks (feature `webhooks`): where they are served, and who
+/// issues their certificate.
+#[cfg(feature = "webhooks")]
+#[derive(Debug, Clone, PartialEq, Eq, clap::Args)]
+pub struct Webhooks {
+    /// The address the webhooks are served on, over HTTPS.
+    #[arg(long = "webhook-addr", env = "WEBHOOK_ADDR", default_value_t = WEBHOOK_ADDR)]
+    pub addr: SocketAddr,
+    /// Who issues the webhooks' certificate: this operator (`self-managed`), or cert-manager
+    /// (`cert-manager`, as a generated `deploy/cert-manager/` sets).
+    #[arg(
+        long = "webhook-certs",
+        env = "WEBHOOK_CERTS",
+        value_enum,
+        default_value_t = crate::certificates::Issuer::SelfManaged
+    )]
+    pub certs: crate::certificates::Issuer,
+}
+
+#[cfg(feature = "webhooks")]
+impl Default for Webhooks {
+    /// Every setting at its default, whatever the environment says.
+    fn default() -> Self {
+        Self {
+            addr: WEBHOOK_ADDR,
+            certs: crate::certificates::Issuer::SelfManaged,
+        }
+    }
+}
+
+/// The largest ConversionReview read unless told otherwise. The API server converts a whole
+/// list in one review, unpaginated, so this bounds which lists can be read in another version;
+/// the webhooks hold at most two such bodies at once (`conversion::Conversions`), and convert
+/// their objects one at a time. 32 MiB, twice over, stays well inside a generated
+/// Deployment's 256 MiB.
+#[cfg(feature = "webhooks")]
+pub const CONVERSION_MAX_BYTES: usize = 32 * 1024 * 1024;
+
+/// The flags of an operator with a conversion webhook (feature `webhooks`).
+#[cfg(feature = "webhooks")]
+#[derive(Debug, Clone, PartialEq, Eq, clap::Args)]
+pub struct Conversion {
+    /// The largest ConversionReview read, in bytes: a list read in another version than the
+    /// stored one is one review. Raise it with the memory limit.
+    #[arg(
+        long = "conversion-max-bytes",
+        env = "CONVERSION_MAX_BYTES",
+        default_value_t = CONVERSION_MAX_BYTES
+    )]
+    pub max_bytes: usize,
+}
+
+#[cfg(feature = "webhooks")]
+impl Default for Conversion {
+    /// The default cap, whatever the environment says.
+    fn default() -> Self {
+        Self {
+            max_bytes: CONVERSION_MAX_BYTES,
+        }
+    }
+}
+
 /// The format of log lines.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum LogFormat {
@@ -140,5 +229,42 @@ mod tests {
         let error = Flags::try_parse_from(["operator", "--metrics-addr", "nowhere"])
             .expect_err("not an address");
         assert!(error.to_string().contains("--metrics-addr"), "{error}");
+    }
+
+    #[cfg(feature = "webhooks")]
+    #[test]
+    fn the_webhooks_flags_keep_their_names_and_defaults() {
+        use crate::certificates::Issuer;
+
+        #[derive(Debug, Parser)]
+        struct WithWebhooks {
+            #[command(flatten)]
+            webhooks: Webhooks,
+            #[command(flatten)]
+            conversion: Conversion,
+        }
+        let flags = WithWebhooks::try_parse_from([
+            "operator",
+            "--webhook-addr",
+            "127.0.0.1:9443",
+            "--webhook-certs",
+            "cert-manager",
+            "--conversion-max-bytes",
+            "1048576",
+        ])
+        .expect("valid flags");
+        assert_eq!(
+            flags.webhooks.addr,
+            SocketAddr::from(([127, 0, 0, 1], 9443))
+        );
+        assert_eq!(flags.webhooks.certs, Issuer::CertManager);
+        assert_eq!(flags.conversion.max_bytes, 1024 * 1024);
+        assert_eq!(Webhooks::default().addr, WEBHOOK_ADDR);
+        assert_eq!(Webhooks::default().certs, Issuer::SelfManaged);
+        assert_eq!(Conversion::default().max_bytes, CONVERSION_MAX_BYTES);
+        if std::env::var_os("WEBHOOK_CERTS").is_none() {
+            let flags = WithWebhooks::try_parse_from(["operator"]).expect("no flags");
+            assert_eq!(flags.webhooks.certs, Issuer::SelfManaged);
+        }
     }
 }

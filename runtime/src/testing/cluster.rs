@@ -164,14 +164,6 @@ mod tests {
             last_transition_time: false,
             list_map: false,
         });
-
-        fn settings_from_env() -> Common {
-            Common::default()
-        }
-
-        fn common(settings: &Common) -> &Common {
-            settings
-        }
     }
 
     fn pod(finalizers: &[&str], ready: &str) -> Pod {

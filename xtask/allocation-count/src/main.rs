@@ -127,7 +127,7 @@ async fn converge(
     let client = Client::new(service, "default");
     let mut settings = Settings::defaults();
     settings.common.metrics_addr = "127.0.0.1:0".parse()?;
-    settings.webhook_addr = "127.0.0.1:0".parse()?;
+    settings.webhooks.addr = "127.0.0.1:0".parse()?;
     let ctx = Arc::new(Context::with_settings(client, settings));
     let run = controller::run_with(Arc::clone(&ctx), Operator::default());
     let done = async {

@@ -143,7 +143,9 @@ pub(super) fn memory_rows(workspace: &std::path::Path) -> Result<Vec<Row>> {
     if !status.success() {
         anyhow::bail!("building conversion-peak in release failed ({status})");
     }
-    let bytes = backup_controller::settings::Settings::defaults().conversion_max_bytes;
+    let bytes = backup_controller::settings::Settings::defaults()
+        .conversion
+        .max_bytes;
     let streamed = peak(workspace, "streamed", bytes)?;
     let whole = peak(workspace, "whole", bytes)?;
     let mib = |kib: u64| kib as f64 / 1024.0;
