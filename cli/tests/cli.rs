@@ -188,7 +188,12 @@ fn an_edited_manifest_reaches_the_generated_code_on_the_next_run() {
     assert!(run.status.success(), "{}", text(&run));
     let controller =
         std::fs::read_to_string(crate_dir.join("src/controller.rs")).expect("generated");
-    assert!(controller.contains("ConfigMap"), "the owned kind is wired");
+    assert!(
+        controller.contains(".owns_stream("),
+        "the owned kind is wired"
+    );
+    let manifest = std::fs::read_to_string(crate_dir.join("src/manifest.rs")).expect("generated");
+    assert!(manifest.contains("ConfigMap"), "the owned kind is related");
     let rbac = std::fs::read_to_string(crate_dir.join("deploy/base/rbac.yaml")).expect("generated");
     assert!(rbac.contains("configmaps"), "{rbac}");
 }
