@@ -283,14 +283,7 @@ where
         let metrics = Arc::clone(lifecycle(&*ctx).metrics());
         endpoints::spawn(self.common.metrics_addr, &metrics);
         let namespace = self.namespace();
-        let term = TermSetup {
-            client: &self.client,
-            options: self.options,
-            namespace,
-            metrics: &metrics,
-            relate: &relate,
-            reconcile: &reconcile,
-        };
+        let term = self.term_setup(&metrics, &relate, &reconcile);
         let name = self.options.name;
         let election = Election::new(self.client.clone(), name, self.pod_namespace, self.common);
         let term = &term;
@@ -327,15 +320,25 @@ where
         Reconciled: Future<Output = Result<Action, E>> + Send + 'static,
     {
         let metrics = Arc::clone(lifecycle(&*ctx).metrics());
-        let term = TermSetup {
+        let term = self.term_setup(&metrics, &relate, &reconcile);
+        term.run(ctx, leadership).await;
+    }
+
+    /// What each term of this runner runs with.
+    fn term_setup<'t, Relate, Reconcile>(
+        &'t self,
+        metrics: &'t Arc<Metrics>,
+        relate: &'t Relate,
+        reconcile: &'t Reconcile,
+    ) -> TermSetup<'t, K, Relate, Reconcile> {
+        TermSetup {
             client: &self.client,
             options: self.options,
             namespace: self.namespace(),
-            metrics: &metrics,
-            relate: &relate,
-            reconcile: &reconcile,
-        };
-        term.run(ctx, leadership).await;
+            metrics,
+            relate,
+            reconcile,
+        }
     }
 
     /// Where the controller watches: the client's default namespace, or everywhere.

@@ -246,8 +246,7 @@ pub fn analyze(
     check_shape(manifest, facts.archetype, &bad)?;
     let crate_name = crate_name(manifest, &facts.primary, &bad)?;
     let resolved = relations::resolve(manifest, related_crds, &facts.primary, &mut modules, &bad)?;
-    let one_kind = facts.archetype != Archetype::Generic;
-    let scope = policy::scope(manifest, one_kind, &facts.primary, &resolved, &bad)?;
+    let scope = policy::scope(manifest, &facts.primary, &resolved, &bad)?;
     let (namespace, own_namespace) =
         deploy_namespace(manifest, facts.archetype, &crate_name, scope, &bad)?;
     let also_served = manifest

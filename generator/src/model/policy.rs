@@ -7,7 +7,7 @@ use super::{Primary, relations::Resolved};
 use crate::{
     error::{Error, Result},
     manifest::{self, Manifest},
-    text::Constant,
+    text::{Constant, Text},
 };
 
 /// Reconciles at once unless `concurrency:` says otherwise. kube's own default is unlimited;
@@ -76,11 +76,10 @@ pub(super) fn predicates(manifest: &Manifest, sharding: bool) -> Vec<Constant> {
         .collect()
 }
 
-/// The manifest's `scope`, refused where it cannot work: a namespace-scoped operator is
-/// generated for an operator of one kind only, and cannot watch a cluster-scoped kind.
+/// The manifest's `scope`, refused where it cannot work: a namespace-scoped operator cannot
+/// watch a cluster-scoped kind.
 pub(super) fn scope(
     manifest: &Manifest,
-    one_kind: bool,
     primary: &Primary,
     relations: &Resolved,
     bad: &dyn Fn(&str, String) -> Error,
@@ -88,15 +87,13 @@ pub(super) fn scope(
     if manifest.scope != manifest::Scope::Namespace {
         return Ok(manifest.scope);
     }
-    if !one_kind {
-        return Err(bad(
-            "scope",
-            "`scope: namespace` is generated for an operator of one kind; a generic operator \
-             watches every namespace"
-                .to_owned(),
-        ));
-    }
-    let kinds = std::iter::once((&primary.kind, primary.namespaced))
+    // A generic operator's primaries are its kinds.
+    let primaries: Vec<(&Text, bool)> = match primary.kinds.as_slice() {
+        [] => vec![(&primary.kind, primary.namespaced)],
+        kinds => kinds.iter().map(|k| (&k.kind, k.namespaced)).collect(),
+    };
+    let kinds = primaries
+        .into_iter()
         .chain(relations.owns.iter().map(|o| (&o.kind, o.namespaced)))
         .chain(
             relations

@@ -861,7 +861,7 @@ fn a_dynamic_primary_takes_relations_and_sharding_as_a_typed_one_does() {
 }
 
 #[test]
-fn a_generic_primary_takes_relations_but_refuses_sharding_naming_the_field() {
+fn a_generic_primary_takes_relations_and_a_namespace_scope_but_refuses_sharding() {
     let kinds = ["Deployment", "ConfigMap"].map(|k| k8s_catalog::find(k).expect("built in"));
     let generic = |manifest: &str| {
         let manifest = Manifest::parse("operator.yaml", manifest).expect("a manifest");
@@ -884,6 +884,24 @@ fn a_generic_primary_takes_relations_but_refuses_sharding_naming_the_field() {
     assert_eq!(
         operator.controller.cached_kinds, 4,
         "each of the two kinds' controllers lists its primaries and its children"
+    );
+    let scoped = generic("scope: namespace").expect("both kinds are namespaced");
+    assert!(scoped.operator.controller.namespace_scoped);
+    let nodes = k8s_catalog::find("Node").expect("built in");
+    let manifest = Manifest::parse("operator.yaml", "scope: namespace").expect("a manifest");
+    let input = PrimaryInput::Generic(vec![kinds[0].clone(), nodes]);
+    let error = analyze(
+        "operator.yaml",
+        &manifest,
+        &input,
+        &[],
+        CommandFlags::default(),
+    )
+    .expect_err("a Node is cluster-scoped")
+    .to_string();
+    assert!(
+        error.contains("field `scope`") && error.contains("Node"),
+        "{error}"
     );
 }
 
