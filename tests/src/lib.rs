@@ -155,7 +155,8 @@ pub fn grid_cases() -> Vec<(String, String)> {
         (
             "grid-dynamic-all-relations".to_owned(),
             format!(
-                "name: grid-dynamic-all-relations\nprimary:\n  crd: {crd}\n  dynamic: true\n{relations}sharding: true\n"
+                "name: grid-dynamic-all-relations\nprimary:\n  crd: {crd}\n  dynamic: true\n{relations}sharding: true\n\
+                 webhooks: {{ validating: true, mutating: true }}\n"
             ),
         ),
         (

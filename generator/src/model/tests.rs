@@ -521,12 +521,24 @@ fn analyze_dynamic(manifest: &str) -> Result<Operator> {
 }
 
 #[test]
-fn webhooks_on_an_untyped_primary_are_refused_naming_the_field() {
-    let error = analyze_dynamic("webhooks: { mutating: true }")
-        .expect_err("a dynamic primary has no type to hand a hook")
-        .to_string();
+fn webhooks_on_a_dynamic_primary_receive_it_and_on_a_generic_one_are_refused() {
+    let operator = analyze_dynamic("webhooks: { mutating: true }").expect("a dynamic primary");
+    let webhooks = operator.webhooks.expect("webhooks");
+    assert!(webhooks.mutating.is_some() && webhooks.validating.is_none());
+    let kinds = ["Deployment", "ConfigMap"].map(|k| k8s_catalog::find(k).expect("built in"));
+    let manifest = Manifest::parse("operator.yaml", "webhooks: { validating: true }").unwrap();
+    let input = PrimaryInput::Generic(kinds.to_vec());
+    let error = analyze(
+        "operator.yaml",
+        &manifest,
+        &input,
+        &[],
+        CommandFlags::default(),
+    )
+    .expect_err("a generic operator has several kinds to hand a hook")
+    .to_string();
     assert!(error.contains("field `webhooks`"), "{error}");
-    assert!(error.contains("typed primaries"), "{error}");
+    assert!(error.contains("drop `generic:`"), "{error}");
     assert!(error_of("webhooks: { validatng: true }").contains("validatng"));
 }
 

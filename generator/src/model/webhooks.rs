@@ -150,14 +150,12 @@ pub(super) fn resolve(
     if !asked.validating && !asked.mutating && conversion.is_none() {
         return Ok(None);
     }
-    if (asked.validating || asked.mutating)
-        && matches!(archetype, Archetype::Dynamic | Archetype::Generic)
-    {
+    if (asked.validating || asked.mutating) && archetype == Archetype::Generic {
         return Err(bad(
             "webhooks",
-            "admission webhooks are generated for typed primaries (a CRD with generated types, a \
-             built-in kind or a derived resource), whose hooks receive the typed object; remove \
-             `webhooks:` or drop `dynamic:`/`generic:`"
+            "admission webhooks are generated for an operator of one kind (a CRD, typed or \
+             dynamic, a built-in kind or a derived resource), whose hooks receive that kind; \
+             remove `webhooks:` or drop `generic:`"
                 .to_owned(),
         ));
     }
