@@ -173,6 +173,35 @@ owns:
 webhooks: { validating: true, mutating: true }
 "#;
 
+/// The primary CRD as a dynamic primary, with relations and both admission webhooks.
+const DYNAMIC_MANIFEST: &str = r#"
+name: gadget-operator
+primary: { crd: gadget.yaml, kind: Gadget, version: v1, dynamic: true }
+owns:
+  - { kind: ConfigMap }
+watches:
+  - { kind: Secret, map: { label: example.com/gadget } }
+external:
+  - { name: registry, source: poll, interval: 30s }
+webhooks: { validating: true, mutating: true }
+sharding: true
+"#;
+
+/// Built-in kinds reconciled on their metadata, each with every relation.
+const GENERIC_MANIFEST: &str = r#"
+name: workloads-operator
+primary: { generic: [Deployment, StatefulSet] }
+owns:
+  - { kind: ConfigMap }
+watches:
+  - { kind: Secret, map: { label: example.com/workload } }
+  - { kind: Service, map: { annotation: example.com/workload } }
+external:
+  - { name: inventory, source: channel }
+  - { name: registry, source: poll, interval: 30s }
+requeue: { after: 5m, errorBackoff: 1s, errorBackoffMax: 2m }
+"#;
+
 /// One step of a path into a document.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Step {
@@ -284,6 +313,10 @@ enum Input {
     Manifest,
     /// The manifest of a derived primary; the CRDs are then unused.
     DerivedManifest,
+    /// The primary CRD, read as a dynamic primary: its names reach `types.rs` untyped.
+    DynamicCrd,
+    /// The manifest of a generic primary, with every relation.
+    GenericManifest,
 }
 
 /// Generates from the three inputs, written into `dir` as `gen --manifest` would read them.
@@ -543,17 +576,16 @@ fn attack(input: Input) -> Vec<String> {
         parse_yaml(RELATED_CRD),
         parse_yaml(MANIFEST),
         parse_yaml(DERIVED_MANIFEST),
+        parse_yaml(DYNAMIC_MANIFEST),
+        parse_yaml(GENERIC_MANIFEST),
     ];
-    let target = match input {
-        Input::Crd => 0,
-        Input::RelatedCrd => 1,
-        Input::Manifest => 2,
-        Input::DerivedManifest => 3,
-    };
-    let manifest = if input == Input::DerivedManifest {
-        3
-    } else {
-        2
+    let (target, manifest) = match input {
+        Input::Crd => (0, 2),
+        Input::RelatedCrd => (1, 2),
+        Input::Manifest => (2, 2),
+        Input::DerivedManifest => (3, 3),
+        Input::DynamicCrd => (0, 4),
+        Input::GenericManifest => (5, 5),
     };
     let mut all = Vec::new();
     leaves(&documents[target], &mut Vec::new(), &mut all);
@@ -626,6 +658,16 @@ fn no_derived_manifest_text_becomes_code_or_configuration() {
 }
 
 #[test]
+fn no_dynamic_crd_text_becomes_code_or_configuration() {
+    assert_no_problems(Input::DynamicCrd);
+}
+
+#[test]
+fn no_generic_manifest_text_becomes_code_or_configuration() {
+    assert_no_problems(Input::GenericManifest);
+}
+
+#[test]
 fn the_base_inputs_generate_and_every_leaf_is_visited() {
     let dir = scratch("base");
     let generated = generate(
@@ -654,6 +696,19 @@ fn the_base_inputs_generate_and_every_leaf_is_visited() {
             derived.plan.files.iter().any(|f| f.path.ends_with(file)),
             "the derived manifest renders {file}"
         );
+    }
+    for (manifest, file) in [
+        (DYNAMIC_MANIFEST, "src/admission.rs"),
+        (GENERIC_MANIFEST, "src/controller.rs"),
+    ] {
+        let generated = generate(
+            &dir,
+            &parse_yaml(CRD),
+            &parse_yaml(RELATED_CRD),
+            &parse_yaml(manifest),
+        )
+        .unwrap_or_else(|e| panic!("{manifest} generates: {e}"));
+        assert!(generated.plan.files.iter().any(|f| f.path.ends_with(file)));
     }
     let mut found = Vec::new();
     leaves(&parse_yaml(MANIFEST), &mut Vec::new(), &mut found);
