@@ -90,9 +90,8 @@ impl<Key: Clone + Display + Eq + Hash> Failures<Key> {
 }
 
 /// Every reconcile's outcome, kept where it is read: the failures per key, which the backoff
-/// reads, and the metrics. The [`Lifecycle`](crate::lifecycle::Lifecycle) of a typed primary
-/// records in one, and so does a controller over `DynamicObject`s or over several kinds, whose
-/// keys are its own.
+/// reads, and the metrics. The [`Lifecycle`](crate::lifecycle::Lifecycle) records every
+/// reconcile in one.
 pub struct Outcomes<Key> {
     failures: Failures<Key>,
     metrics: Arc<Metrics>,
@@ -110,21 +109,6 @@ impl<Key: Clone + Display + Eq + Hash> Outcomes<Key> {
     /// The metrics every reconcile is counted in.
     pub fn metrics(&self) -> &Arc<Metrics> {
         &self.metrics
-    }
-
-    /// Runs `reconcile`, a reconcile of `key`, and records how it ended.
-    ///
-    /// # Errors
-    /// What `reconcile` fails with.
-    pub async fn track<E: Retryable>(
-        &self,
-        key: &Key,
-        reconcile: impl Future<Output = Result<Action, E>>,
-    ) -> Result<Action, E> {
-        let started = Instant::now();
-        let result = reconcile.await;
-        self.record(key, started, &result);
-        result
     }
 
     /// Records a reconcile of `key` that started at `started` and ended with `result`.
@@ -217,22 +201,23 @@ mod tests {
         );
     }
 
-    #[tokio::test]
-    async fn a_tracked_reconcile_is_counted_in_the_metrics_and_its_failures_back_off() {
+    #[test]
+    fn a_recorded_reconcile_is_counted_in_the_metrics_and_its_failures_back_off() {
         let metrics = Arc::new(Metrics::new(crate::metrics::ReadyWhen::WatchesListed(1)));
         let outcomes = Outcomes::new(Arc::clone(&metrics), BACKOFF);
         let object = "Widget/ns/a";
         for _ in 0..2 {
-            let failed = outcomes.track(&object, async { Err(Failure(true)) }).await;
-            let action = outcomes.retry_action(&object, &failed.expect_err("failed"));
+            let failed: Result<Action, Failure> = Err(Failure(true));
+            outcomes.record(&object, Instant::now(), &failed);
+            let action = outcomes.retry_action(&object, &Failure(true));
             assert_eq!(
                 action,
                 Action::requeue(BACKOFF.delay(outcomes.failure_count(&object)))
             );
         }
         assert_eq!(outcomes.failure_count(&object), 2);
-        let done = outcomes.track(&object, async { Ok::<_, Failure>(Action::await_change()) });
-        assert_eq!(done.await.ok(), Some(Action::await_change()));
+        let done: Result<Action, Failure> = Ok(Action::await_change());
+        outcomes.record(&object, Instant::now(), &done);
         assert_eq!(outcomes.failure_count(&object), 0, "reset by a success");
         let rendered = metrics.render();
         let reconciles = rendered
