@@ -49,8 +49,8 @@ pub trait Operator: 'static {
 }
 
 /// The caches of the kinds an operator owns, each filled by the controller's watch of its kind
-/// in every term. [`children!`](crate::children) declares them.
-pub trait Children: Default + Send + Sync + 'static {
+/// in every term. [`children!`](crate::children) declares them; clones share the caches.
+pub trait Children: Clone + Default + Send + Sync + 'static {
     /// Waits until every cache has listed its kind in this term, so that a reconcile never
     /// takes a child that is not cached yet for one that does not exist, nor the last term's
     /// child for this one's, and a restart writes nothing.
@@ -146,13 +146,20 @@ impl<O: Operator> Context<O> {
 
     /// A context around `client` that runs with `settings`.
     pub fn with_settings(client: Client, settings: O::Settings) -> Self {
-        Self::with_metrics(client, settings, Arc::new(Metrics::new(O::READY_WHEN)))
+        let metrics = Arc::new(Metrics::new(O::READY_WHEN));
+        Self::with_shared(client, settings, metrics, O::Children::default())
     }
 
-    /// A context around `client` that runs with `settings` and counts its reconciles in
-    /// `metrics`, which it shares: with the contexts of an operator's other kinds, each
-    /// controller's watches counted towards one readiness.
-    pub fn with_metrics(client: Client, settings: O::Settings, metrics: Arc<Metrics>) -> Self {
+    /// A context around `client` that runs with `settings` and shares `metrics` and
+    /// `children` with the contexts of an operator's other kinds: every controller's watches
+    /// count towards one readiness, and one watch of each owned kind fills one cache that
+    /// all of them read.
+    pub fn with_shared(
+        client: Client,
+        settings: O::Settings,
+        metrics: Arc<Metrics>,
+        children: O::Children,
+    ) -> Self {
         let pod_name = settings.common().pod_name.clone();
         let recorder = lifecycle::recorder(client.clone(), O::NAME, pod_name);
         let mut lifecycle = Lifecycle::new(Arc::clone(&metrics), recorder.clone(), O::BACKOFF);
@@ -167,7 +174,7 @@ impl<O: Operator> Context<O> {
             metrics,
             settings,
             recorder,
-            children: O::Children::default(),
+            children,
             lifecycle,
         }
     }

@@ -47,6 +47,8 @@ use crate::{
     traces,
 };
 
+mod shared;
+
 /// Where an operator watches: the whole cluster, or the namespace its client defaults to
 /// (`scope: Namespace` in `operator.yaml`, for an operator that holds only a Role).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -186,9 +188,12 @@ pub struct Watches<'a> {
     managed: watcher::Config,
     /// The owned kinds' caches, counted in the metrics for this term.
     counted: Mutex<Vec<Counted>>,
+    /// With one controller per primary kind in a term (see [`elected`]), the watches they
+    /// share, so each related kind is watched once; none when each watch is its controller's.
+    shared: Option<shared::Shared>,
 }
 
-impl Watches<'_> {
+impl<'a> Watches<'a> {
     /// The children of kind `C` this operator manages (by [`MANAGED_BY_LABEL`], and on this
     /// replica's shard with `--sharding`), put in `cache` before the reconcile they trigger:
     /// for `Controller::owns_stream`. The cache's size is served as a metric for the term.
@@ -196,18 +201,26 @@ impl Watches<'_> {
         &self,
         cache: &Cache<C>,
     ) -> impl Stream<Item = Result<C, watcher::Error>> + Send + 'static {
-        let kind = C::kind(&());
-        let counted = self.metrics.count_cache(&kind, Store::clone(cache));
-        self.counted
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .push(counted);
-        watcher(self.api(), self.managed.clone())
-            .retried()
-            .inspect(self.metrics.listing(&kind))
-            .modify(forget_unread_fields)
-            .reflect_into(cache.feed().clone())
-            .touched_objects()
+        let start = || {
+            let kind = C::kind(&());
+            let counted = self.metrics.count_cache(&kind, Store::clone(cache));
+            self.counted
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner())
+                .push(counted);
+            watcher(self.api(), self.managed.clone())
+                .retried()
+                .inspect(self.metrics.listing(&kind))
+                .modify(forget_unread_fields)
+                .reflect_into(cache.feed().clone())
+                .touched_objects()
+        };
+        match &self.shared {
+            Some(shared) => shared
+                .stream(shared::Key::of::<C>(&self.managed, true), start)
+                .left_stream(),
+            None => start().right_stream(),
+        }
     }
 
     /// The objects of kind `C` that `config` selects, uncached: for
@@ -216,7 +229,37 @@ impl Watches<'_> {
         &self,
         config: watcher::Config,
     ) -> impl Stream<Item = Result<C, watcher::Error>> + Send + 'static {
-        watcher(self.api(), config).retried().touched_objects()
+        let key = shared::Key::of::<C>(&config, false);
+        let start = || watcher(self.api(), config).retried().touched_objects();
+        match &self.shared {
+            Some(shared) => shared.stream(key, start).left_stream(),
+            None => start().right_stream(),
+        }
+    }
+
+    /// The watches of one term, in `namespace` or the whole cluster, with the children of
+    /// the operator `name` on `shard`, or on every shard without one.
+    fn new(
+        client: &'a Client,
+        metrics: &'a Arc<Metrics>,
+        namespace: Option<&'a str>,
+        name: &str,
+        shard: Option<&Replica>,
+    ) -> Self {
+        let managed = watcher::Config::default().labels(&format!("{MANAGED_BY_LABEL}={name}"));
+        // With `--sharding`, only this shard's: children carry their owner's shard label.
+        let managed = match shard {
+            Some(shard) => shard.narrowed(managed),
+            None => managed,
+        };
+        Watches {
+            client,
+            metrics,
+            namespace,
+            managed,
+            counted: Mutex::default(),
+            shared: None,
+        }
     }
 
     fn api<C: Watched>(&self) -> Api<C> {
@@ -303,15 +346,17 @@ where
         election.run(&metrics, run_term).await
     }
 
-    /// One term of this controller, until `leadership` ends: for an operator that runs
-    /// several, one per kind, in each term of one election (see [`elected`]). The runner's
-    /// sharding is not used; an operator of several kinds is not sharded.
+    /// One term of this controller, until `leadership` ends, with the `watches` that
+    /// [`elected`] gives the term: for an operator that runs several, one per kind, in each
+    /// term of one election, sharing the watches of their related kinds. The runner's sharding
+    /// is not used; an operator of several kinds is not sharded.
     pub async fn run_term<Ctx, E, Relate, Reconcile, Reconciled>(
         &self,
         ctx: Arc<Ctx>,
         relate: Relate,
         reconcile: Reconcile,
         leadership: &leader::Term,
+        watches: &Watches<'_>,
     ) where
         Ctx: AsRef<Lifecycle<K>> + Send + Sync + 'static,
         E: ReconcileError,
@@ -321,7 +366,7 @@ where
     {
         let metrics = Arc::clone(lifecycle(&*ctx).metrics());
         let term = self.term_setup(&metrics, &relate, &reconcile);
-        term.run(ctx, leadership).await;
+        term.run_with(ctx, leadership, watches).await;
     }
 
     /// What each term of this runner runs with.
@@ -353,25 +398,37 @@ where
 /// Serves the metrics endpoints, then runs `run_term` in every term this replica leads (with
 /// leader election on the Lease `name` in `pod_namespace`), until the operator is asked to
 /// stop: what [`Runner::run`] does for one controller, for an operator that runs several in
-/// each term through [`Runner::run_term`].
+/// each term through [`Runner::run_term`]. Each term's [`Watches`] are shared: the
+/// controllers that watch the same related kind the same way watch it once, and every owned
+/// kind's cache is filled once.
 ///
 /// # Errors
 /// The election's, when the Lease cannot be read or written for good.
-pub async fn elected<F, Fut>(
+pub async fn elected<F>(
     client: Client,
     name: &str,
+    scope: Scope,
     pod_namespace: &str,
     common: &Common,
     metrics: &Arc<Metrics>,
     run_term: F,
 ) -> Result<(), leader::Error>
 where
-    F: FnMut(leader::Term) -> Fut,
-    Fut: Future<Output = ()>,
+    F: AsyncFn(&leader::Term, &Watches<'_>),
 {
     endpoints::spawn(common.metrics_addr, metrics);
-    let election = Election::new(client, name, pod_namespace, common);
-    election.run(metrics, run_term).await
+    let namespace = match scope {
+        Scope::Cluster => None,
+        Scope::Namespace => Some(client.default_namespace()),
+    };
+    let election = Election::new(client.clone(), name, pod_namespace, common);
+    let (client, run_term) = (&client, &run_term);
+    let term = |leadership: leader::Term| async move {
+        let mut watches = Watches::new(client, metrics, namespace, name, None);
+        watches.shared = Some(shared::Shared::default());
+        run_term(&leadership, &watches).await;
+    };
+    election.run(metrics, term).await
 }
 
 /// What every term of a [`Runner`] runs with.
@@ -397,11 +454,27 @@ where
         Reconcile: Fn(Arc<K>, Arc<Ctx>) -> Reconciled,
         Reconciled: Future<Output = Result<Action, E>> + Send + 'static,
     {
+        let watches = self.watches(lifecycle(&*ctx).shard());
+        self.run_with(ctx, leadership, &watches).await;
+    }
+
+    /// One term with `watches`, which may be shared with other controllers' terms.
+    async fn run_with<Ctx, E, Reconciled>(
+        &self,
+        ctx: Arc<Ctx>,
+        leadership: &leader::Term,
+        watches: &Watches<'_>,
+    ) where
+        Ctx: AsRef<Lifecycle<K>> + Send + Sync + 'static,
+        E: ReconcileError,
+        Relate: Fn(Controller<K>, &Watches<'_>) -> Controller<K>,
+        Reconcile: Fn(Arc<K>, Arc<Ctx>) -> Reconciled,
+        Reconciled: Future<Output = Result<Action, E>> + Send + 'static,
+    {
         let shard = lifecycle(&*ctx).shard();
         let (reader, writer) = reflector::store();
         let kind = K::kind(&());
         let _cached = self.metrics.count_cache(&kind, reader.clone());
-        let watches = self.watches(shard);
         // With `--sharding`, only the primaries placed on this replica's shard.
         let config = shard.map_or_else(watcher::Config::default, Replica::primaries);
         let primaries = watcher(watches.api::<K>(), config)
@@ -419,7 +492,7 @@ where
         let controller =
             Controller::for_stream(primaries, reader).trigger_backoff(backoff::triggers());
         let controller =
-            (self.relate)(controller, &watches).graceful_shutdown_on(leadership.ended());
+            (self.relate)(controller, watches).graceful_shutdown_on(leadership.ended());
         let reconcile = self.reconcile;
         let error_policy = |obj: Arc<K>, error: &E, ctx: Arc<Ctx>| {
             lifecycle(&*ctx).retry_action(&ObjectRef::from_obj(obj.as_ref()), error)
@@ -436,20 +509,13 @@ where
 
     /// The watches of a term on `shard`, or of the whole cluster's share without one.
     fn watches(&self, shard: Option<&Replica>) -> Watches<'_> {
-        let managed =
-            watcher::Config::default().labels(&format!("{MANAGED_BY_LABEL}={}", self.options.name));
-        // With `--sharding`, only this shard's: children carry their owner's shard label.
-        let managed = match shard {
-            Some(shard) => shard.narrowed(managed),
-            None => managed,
-        };
-        Watches {
-            client: self.client,
-            metrics: self.metrics,
-            namespace: self.namespace,
-            managed,
-            counted: Mutex::default(),
-        }
+        Watches::new(
+            self.client,
+            self.metrics,
+            self.namespace,
+            self.options.name,
+            shard,
+        )
     }
 }
 
@@ -620,6 +686,51 @@ mod tests {
         let selector = sharded.expect("a selector");
         assert!(selector.starts_with("app.kubernetes.io/managed-by=widget-operator,"));
         assert!(selector.ends_with("=widget-0"), "{selector}");
+    }
+
+    #[tokio::test]
+    async fn controllers_sharing_a_term_list_an_owned_kind_once_and_each_gets_its_objects() {
+        let list = json!({
+            "apiVersion": "v1",
+            "kind": "ConfigMapList",
+            "metadata": {"resourceVersion": "1"},
+            "items": [{
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": {"name": "a", "namespace": "ops", "resourceVersion": "1"},
+            }],
+        });
+        let (client, server) = mock_api(move |seen| {
+            match seen.uri.query().unwrap_or_default().contains("watch=true") {
+                true => (500, not_found()),
+                false => (200, list.clone()),
+            }
+        });
+        let metrics = Arc::new(Metrics::new(ReadyWhen::WatchesListed(1)));
+        let mut watches = Watches::new(&client, &metrics, Some("ops"), OPTIONS.name, None);
+        watches.shared = Some(shared::Shared::default());
+        let cache = Cache::<ConfigMap>::default();
+        let mut driver = Box::pin(watches.owned(&cache));
+        let mut follower = Box::pin(watches.owned(&cache));
+        for stream in [&mut driver, &mut follower] {
+            let child = stream
+                .next()
+                .await
+                .map(|child| child.map(|c| c.metadata.name));
+            assert_eq!(child.and_then(Result::ok), Some(Some("a".to_owned())));
+        }
+        // The list is cached once it is complete, before the watch after it, which fails here.
+        assert!(matches!(driver.next().await, Some(Err(_))));
+        assert_eq!(cache.state().len(), 1);
+        drop((driver, follower, watches));
+        drop(client);
+        let seen = server.await.expect("the mock server");
+        let lists = seen
+            .iter()
+            .filter(|seen| seen.uri.path() == "/api/v1/namespaces/ops/configmaps");
+        let lists =
+            lists.filter(|seen| !seen.uri.query().unwrap_or_default().contains("watch=true"));
+        assert_eq!(lists.count(), 1, "{seen:?}");
     }
 
     #[tokio::test]

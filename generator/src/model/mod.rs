@@ -139,8 +139,8 @@ pub struct Controller {
     /// The condition the operator writes into the primary's `status.conditions`, when the
     /// manifest asks for one.
     pub condition: Option<OwnCondition>,
-    /// How many caches must list before the operator is ready: the primary's and one per
-    /// owned kind.
+    /// How many caches must list before the operator is ready: each primary kind's, and one
+    /// per owned kind (a generic operator's kinds share its watch).
     pub cached_kinds: usize,
     /// Whether the operator can run sharded (`sharding: true`): replicas split the primaries
     /// by the labels a sharder writes, with the wiring in `operator_gen_runtime::sharding`.
@@ -410,7 +410,7 @@ fn controller(
         )),
         condition: status::own_condition(&manifest.status, facts.archetype, primary, bad)?,
         // Each kind's controller lists its primaries and its children.
-        cached_kinds: primary.kinds.len().max(1) * (1 + resolved.owns.len()),
+        cached_kinds: primary.kinds.len().max(1) + resolved.owns.len(),
         sharding: manifest.sharding,
         namespace_scoped: scope == manifest::Scope::Namespace,
     })

@@ -894,8 +894,8 @@ fn a_generic_primary_takes_relations_and_a_namespace_scope_but_refuses_sharding(
     assert_eq!(operator.relations.owns.len(), 1);
     assert!(operator.controller.finalizer);
     assert_eq!(
-        operator.controller.cached_kinds, 4,
-        "each of the two kinds' controllers lists its primaries and its children"
+        operator.controller.cached_kinds, 3,
+        "each of the two kinds lists its primaries, and the one shared watch its children"
     );
     let scoped = generic("scope: namespace").expect("both kinds are namespaced");
     assert!(scoped.operator.controller.namespace_scoped);
