@@ -249,14 +249,20 @@ impl Primary {
     fn builtin(crate_name: &str, kind: &str) -> Result<Self> {
         let found = k8s_catalog::find(kind)
             .with_context(|| format!("{crate_name} reconciles {kind}, which is not built in"))?;
+        let pods = json!({
+            "selector": {"matchLabels": {"app": "e2e"}},
+            "template": {
+                "metadata": {"labels": {"app": "e2e"}},
+                "spec": {"containers": [{"name": "app", "image": "registry.example/app:1.0"}]},
+            },
+        });
         let body = match found.kind {
-            "Deployment" => json!({"spec": {
-                "selector": {"matchLabels": {"app": "e2e"}},
-                "template": {
-                    "metadata": {"labels": {"app": "e2e"}},
-                    "spec": {"containers": [{"name": "app", "image": "registry.example/app:1.0"}]},
-                },
-            }}),
+            "Deployment" => json!({ "spec": pods }),
+            "StatefulSet" => {
+                let mut spec = pods;
+                spec["serviceName"] = json!("e2e");
+                json!({ "spec": spec })
+            }
             other => bail!("{crate_name}: the e2e knows no valid {other} to create; add one here"),
         };
         Ok(Self {
@@ -436,6 +442,12 @@ impl Suite {
             ));
             checks.push(("a deleted child is restored", Self::deleted_child_restored));
             checks.push(("an edited child is restored", Self::edited_child_restored));
+            if self.other_kinds().next().is_some() {
+                checks.push((
+                    "each other kind's controller follows the shared watch: its child appears, and a deleted one is restored",
+                    Self::other_kinds_children,
+                ));
+            }
         }
         if self.manifest.watches.iter().any(|w| label_key(w).is_some()) {
             checks.push((
@@ -595,6 +607,39 @@ impl Suite {
             None,
         )?;
         self.wait_child(&owner, Some(&child.uid)).map(drop)
+    }
+
+    /// A generic operator's kinds after the first, which the checks otherwise go through.
+    fn other_kinds(&self) -> impl Iterator<Item = &String> {
+        self.manifest.primary.generic.iter().flatten().skip(1)
+    }
+
+    /// A generic operator's kinds share one watch of each owned kind, which the first kind's
+    /// controller drives: the others see their children only through it.
+    fn other_kinds_children(&mut self) -> Result<()> {
+        let kinds: Vec<String> = self.other_kinds().cloned().collect();
+        for kind in kinds {
+            let first = self.swap_primary(Primary::builtin(&self.name, &kind)?);
+            let checked = self
+                .child_appears()
+                .and_then(|()| self.deleted_child_restored());
+            let cleaned = checked.and_then(|()| self.delete_primary("first"));
+            self.swap_primary(first);
+            cleaned.with_context(|| format!("through a {kind}"))?;
+        }
+        Ok(())
+    }
+
+    /// Makes `primary` the kind the checks create, and gives back the one they created.
+    fn swap_primary(&mut self, primary: Primary) -> Primary {
+        Primary {
+            resource: std::mem::replace(&mut self.primary, primary.resource),
+            api_version: std::mem::replace(&mut self.api_version, primary.api_version),
+            kind: std::mem::replace(&mut self.kind, primary.kind),
+            body: std::mem::replace(&mut self.body, primary.body),
+            crd: None,
+            crd_json: None,
+        }
     }
 
     fn edited_child_restored(&mut self) -> Result<()> {
@@ -932,20 +977,7 @@ impl Suite {
             }
         }
         let namespace = self.namespace.clone();
-        self.admin(
-            &[
-                "delete",
-                &self.primary.clone(),
-                "first",
-                "-n",
-                &namespace,
-                "--wait=false",
-            ],
-            None,
-        )?;
-        self.eventually("the primary to be gone", || {
-            Ok(self.find(&self.primary, "first")?.is_none())
-        })?;
+        self.delete_primary("first")?;
         if let Some(registry) = &self.registry {
             let file = registry.join(format!("{namespace}.first.rules.yaml"));
             if file.exists() {
@@ -1064,6 +1096,23 @@ impl Suite {
         object["kind"] = json!(self.kind);
         object["metadata"] = json!({"name": name, "namespace": self.namespace});
         object
+    }
+
+    /// Deletes the primary `name` and waits until it is gone: past the operator's cleanup,
+    /// when it holds a finalizer.
+    fn delete_primary(&self, name: &str) -> Result<()> {
+        let delete = [
+            "delete",
+            &self.primary,
+            name,
+            "-n",
+            &self.namespace,
+            "--wait=false",
+        ];
+        self.admin(&delete, None)?;
+        self.eventually("the primary to be gone", || {
+            Ok(self.find(&self.primary, name)?.is_none())
+        })
     }
 
     fn uid(&self, name: &str) -> Result<String> {
