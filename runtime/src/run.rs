@@ -604,7 +604,7 @@ mod tests {
     use super::*;
     use crate::{
         metrics::ReadyWhen,
-        testing::{mock_api, not_found},
+        testing::{Seen, mock_api, not_found},
     };
 
     const OPTIONS: Options<Pod> = Options {
@@ -621,6 +621,27 @@ mod tests {
         pod.metadata.finalizers = Some(finalizers.iter().map(|f| (*f).to_owned()).collect());
         pod.metadata.labels = Some([("app".to_owned(), label.to_owned())].into());
         pod
+    }
+
+    /// A mock API server that lists one ConfigMap, `a` in `namespace`, and fails every watch:
+    /// a failed watch is retried after a delay, long after a test is done.
+    fn one_config_map(namespace: &str) -> (Client, tokio::task::JoinHandle<Vec<Seen>>) {
+        let list = json!({
+            "apiVersion": "v1",
+            "kind": "ConfigMapList",
+            "metadata": {"resourceVersion": "1"},
+            "items": [{
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": {"name": "a", "namespace": namespace, "resourceVersion": "1"},
+            }],
+        });
+        mock_api(
+            move |seen| match seen.uri.query().unwrap_or_default().contains("watch=true") {
+                true => (500, not_found()),
+                false => (200, list.clone()),
+            },
+        )
     }
 
     #[tokio::test]
@@ -690,22 +711,7 @@ mod tests {
 
     #[tokio::test]
     async fn controllers_sharing_a_term_list_an_owned_kind_once_and_each_gets_its_objects() {
-        let list = json!({
-            "apiVersion": "v1",
-            "kind": "ConfigMapList",
-            "metadata": {"resourceVersion": "1"},
-            "items": [{
-                "apiVersion": "v1",
-                "kind": "ConfigMap",
-                "metadata": {"name": "a", "namespace": "ops", "resourceVersion": "1"},
-            }],
-        });
-        let (client, server) = mock_api(move |seen| {
-            match seen.uri.query().unwrap_or_default().contains("watch=true") {
-                true => (500, not_found()),
-                false => (200, list.clone()),
-            }
-        });
+        let (client, server) = one_config_map("ops");
         let metrics = Arc::new(Metrics::new(ReadyWhen::WatchesListed(1)));
         let mut watches = Watches::new(&client, &metrics, Some("ops"), OPTIONS.name, None);
         watches.shared = Some(shared::Shared::default());
@@ -735,24 +741,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_driven_controller_reconciles_what_it_lists_until_it_is_stopped() {
-        let list = json!({
-            "apiVersion": "v1",
-            "kind": "ConfigMapList",
-            "metadata": {"resourceVersion": "1"},
-            "items": [{
-                "apiVersion": "v1",
-                "kind": "ConfigMap",
-                "metadata": {"name": "a", "namespace": "ns", "resourceVersion": "1"},
-            }],
-        });
-        let (client, server) = mock_api(move |seen| {
-            let query = seen.uri.query().unwrap_or_default();
-            match query.contains("watch=true") {
-                // A failed watch is retried after a delay, long after this test is done.
-                true => (500, not_found()),
-                false => (200, list.clone()),
-            }
-        });
+        let (client, server) = one_config_map("ns");
         let api = Api::<ConfigMap>::namespaced(client, "ns");
         let (stop, stopped) = oneshot::channel::<()>();
         let controller =
