@@ -332,7 +332,10 @@ where
         let term = &term;
         let run_term = |leadership| {
             let ctx = Arc::clone(&ctx);
-            async move { term.run(ctx, &leadership).await }
+            async move {
+                let watches = term.watches(lifecycle(&*ctx).shard());
+                term.run(ctx, &leadership, &watches).await;
+            }
         };
         if self.sharding {
             let replica =
@@ -366,7 +369,7 @@ where
     {
         let metrics = Arc::clone(lifecycle(&*ctx).metrics());
         let term = self.term_setup(&metrics, &relate, &reconcile);
-        term.run_with(ctx, leadership, watches).await;
+        term.run(ctx, leadership, watches).await;
     }
 
     /// What each term of this runner runs with.
@@ -445,21 +448,9 @@ impl<K, Relate, Reconcile> TermSetup<'_, K, Relate, Reconcile>
 where
     K: Watched + Serialize,
 {
-    /// One term: the watches, and the controller over them, until `leadership` ends.
-    async fn run<Ctx, E, Reconciled>(&self, ctx: Arc<Ctx>, leadership: &leader::Term)
-    where
-        Ctx: AsRef<Lifecycle<K>> + Send + Sync + 'static,
-        E: ReconcileError,
-        Relate: Fn(Controller<K>, &Watches<'_>) -> Controller<K>,
-        Reconcile: Fn(Arc<K>, Arc<Ctx>) -> Reconciled,
-        Reconciled: Future<Output = Result<Action, E>> + Send + 'static,
-    {
-        let watches = self.watches(lifecycle(&*ctx).shard());
-        self.run_with(ctx, leadership, &watches).await;
-    }
-
-    /// One term with `watches`, which may be shared with other controllers' terms.
-    async fn run_with<Ctx, E, Reconciled>(
+    /// One term: the controller over `watches`, which may be shared with other controllers'
+    /// terms, until `leadership` ends.
+    async fn run<Ctx, E, Reconciled>(
         &self,
         ctx: Arc<Ctx>,
         leadership: &leader::Term,
