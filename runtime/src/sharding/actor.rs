@@ -97,8 +97,11 @@ where
             }
         };
         let takeovers = state.takeovers(&sharder, Instant::now());
+        let writing = Instant::now();
         let written = write::<K>(&client, relabels).await;
-        if !(take_over(&lease_api, takeovers).await && written) {
+        let taken = take_over(&lease_api, takeovers).await;
+        state.wrote_for(writing.elapsed());
+        if !(taken && written) {
             retry_at = Some(Instant::now() + RETRY);
         }
     }
@@ -129,6 +132,9 @@ struct Watches {
     leases_current: bool,
     /// When the Leases' watch last brought news while it was current.
     heard_at: Option<Instant>,
+    /// How long the sharder has spent writing since then, reading no watch: what the Leases'
+    /// watch brought meanwhile waited unread, so that time is not the watch's silence.
+    writing: Duration,
     /// When the Leases' watch last brought news before it failed, while it has not answered
     /// since: a server shutting down may keep a watch open and silent before it fails it.
     failed_at: Option<Instant>,
@@ -197,7 +203,9 @@ impl Watches {
         let Some(heard_at) = self.heard_at else {
             return;
         };
-        let silent = now.saturating_duration_since(heard_at);
+        let silent = now
+            .saturating_duration_since(heard_at)
+            .saturating_sub(std::mem::take(&mut self.writing));
         if self.leases_current && sharder.silence_limit().is_some_and(|limit| silent > limit) {
             tracing::warn!(
                 ?silent,
@@ -206,6 +214,12 @@ impl Watches {
             self.failed_at = Some(heard_at);
             self.leases_current = false;
         }
+    }
+
+    /// The sharder wrote for `elapsed`, reading no watch: placing 10,000 new objects takes
+    /// longer than a Lease, and the renewals that came meanwhile are read after it.
+    fn wrote_for(&mut self, elapsed: Duration) {
+        self.writing += elapsed;
     }
 
     fn lease_event(
@@ -589,6 +603,33 @@ mod tests {
             names,
             ["op-b"],
             "a replica that really stopped is still found out"
+        );
+    }
+
+    #[test]
+    fn a_sharder_writing_for_longer_than_a_lease_does_not_take_its_own_deafness_for_an_outage() {
+        let start = Instant::now();
+        let (mut state, mut sharder) = listed(start, 100);
+        let heard = start + Duration::from_secs(5);
+        state.lease_event(&mut sharder, Ok(Event::Apply(lease("op-a", 105))), heard);
+        // The sharder places many new objects from 6 s to 31 s; the renewals that came
+        // meanwhile are read after it, and the watch was never silent for longer than a Lease.
+        state.wrote_for(Duration::from_secs(25));
+        let read = start + Duration::from_secs(32);
+        // An event that renews nothing, so that an outage would still be recovering from.
+        let unchanged = || Ok(Event::Apply(lease("op-a", 105)));
+        state.lease_event(&mut sharder, unchanged(), read);
+        assert!(
+            state.recovering_since.is_none(),
+            "no outage to recover from"
+        );
+        // A silence while it listened is one still.
+        let silent = read + Duration::from_secs(21);
+        state.wrote_for(Duration::from_secs(1));
+        state.lease_event(&mut sharder, unchanged(), silent);
+        assert!(
+            state.recovering_since.is_some(),
+            "20 s unheard while listening was an outage"
         );
     }
 
