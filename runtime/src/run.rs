@@ -59,6 +59,17 @@ pub enum Scope {
     Namespace,
 }
 
+impl Scope {
+    /// The namespace an operator of this scope watches with `client`: the client's default
+    /// namespace, or none for everywhere.
+    pub fn namespace(self, client: &Client) -> Option<&str> {
+        match self {
+            Self::Cluster => None,
+            Self::Namespace => Some(client.default_namespace()),
+        }
+    }
+}
+
 /// How an operator's controller runs, as its `operator.yaml` says.
 pub struct Options<K: 'static> {
     /// The operator's name: its field manager, its Lease, its shard ring, and the value of
@@ -389,12 +400,9 @@ where
         }
     }
 
-    /// Where the controller watches: the client's default namespace, or everywhere.
+    /// Where the controller watches.
     fn namespace(&self) -> Option<&str> {
-        match self.options.scope {
-            Scope::Cluster => None,
-            Scope::Namespace => Some(self.client.default_namespace()),
-        }
+        self.options.scope.namespace(&self.client)
     }
 }
 
@@ -420,10 +428,7 @@ where
     F: AsyncFn(&leader::Term, &Watches<'_>),
 {
     endpoints::spawn(common.metrics_addr, metrics);
-    let namespace = match scope {
-        Scope::Cluster => None,
-        Scope::Namespace => Some(client.default_namespace()),
-    };
+    let namespace = scope.namespace(&client);
     let election = Election::new(client.clone(), name, pod_namespace, common);
     let (client, run_term) = (&client, &run_term);
     let term = |leadership: leader::Term| async move {
