@@ -147,7 +147,7 @@ impl<O: Operator> Context<O> {
     /// A context around `client` that runs with `settings`.
     pub fn with_settings(client: Client, settings: O::Settings) -> Self {
         let metrics = Arc::new(Metrics::new(O::READY_WHEN));
-        Self::with_shared(client, settings, metrics, O::Children::default())
+        Self::with_shared(client, settings, metrics, &O::Children::default())
     }
 
     /// A context around `client` that runs with `settings` and shares `metrics` and
@@ -158,7 +158,7 @@ impl<O: Operator> Context<O> {
         client: Client,
         settings: O::Settings,
         metrics: Arc<Metrics>,
-        children: O::Children,
+        children: &O::Children,
     ) -> Self {
         let pod_name = settings.common().pod_name.clone();
         let recorder = lifecycle::recorder(client.clone(), O::NAME, pod_name);
@@ -174,7 +174,7 @@ impl<O: Operator> Context<O> {
             metrics,
             settings,
             recorder,
-            children,
+            children: children.clone(),
             lifecycle,
         }
     }
