@@ -3,9 +3,10 @@
 //! review read, an object typed or refused, a deadline, the patch of what `mutate` changed, and
 //! the updates of an object being deleted that skip the hooks.
 
-use std::{future::Future, time::Duration};
+use std::{future::Future, marker::PhantomData, time::Duration};
 
 use axum::Json;
+use futures::future::BoxFuture;
 use kube::core::{
     DynamicObject, Resource,
     admission::{AdmissionRequest, AdmissionResponse, AdmissionReview},
@@ -81,20 +82,120 @@ pub trait Admission<K>: Send + Sync + 'static {
     fn mutate(&self, object: &mut K) -> impl Future<Output = Result<(), String>> + Send;
 }
 
-/// Answers the AdmissionReview in `body` with `hook` of `admission`, and counts the answer.
-pub async fn answer<K, A>(
+/// One hook served at one path, for one kind or for several: a generic operator's hooks
+/// admit each of its kinds through one webhook whose rules list them all. Each request goes to
+/// the kind it names; with one kind, every request is read as that kind.
+pub struct Hooked {
     hook: Hook,
-    admission: &A,
-    metrics: &Metrics,
-    body: &[u8],
-) -> Json<AdmissionReview<DynamicObject>>
+    kinds: Vec<Admitted>,
+}
+
+/// One kind's admission at a path, with the kind's type erased so that kinds share a path.
+struct Admitted {
+    group: String,
+    kind: String,
+    decide: Box<dyn Decide>,
+}
+
+/// [`decide`] for one kind `K` and its hooks `A`.
+trait Decide: Send + Sync {
+    fn decide(
+        &self,
+        hook: Hook,
+        request: AdmissionRequest<DynamicObject>,
+    ) -> BoxFuture<'_, (AdmissionResponse, Outcome)>;
+}
+
+/// The hooks `A` of objects of `K`.
+struct Typed<K, A> {
+    admission: A,
+    kind: PhantomData<fn() -> K>,
+}
+
+impl<K, A> Decide for Typed<K, A>
 where
     K: Resource<DynamicType = ()> + Serialize + DeserializeOwned + Send + Sync,
     A: Admission<K>,
 {
-    let (response, outcome) = review::<K, A>(hook, admission, body).await;
-    metrics.webhook_answered(hook.name(), outcome.name());
-    Json(response.into_review())
+    fn decide(
+        &self,
+        hook: Hook,
+        request: AdmissionRequest<DynamicObject>,
+    ) -> BoxFuture<'_, (AdmissionResponse, Outcome)> {
+        Box::pin(decide::<K, A>(hook, &self.admission, request))
+    }
+}
+
+impl Hooked {
+    /// `hook` of `admission`, for objects of `K`.
+    pub fn new<K, A>(hook: Hook, admission: A) -> Self
+    where
+        K: Resource<DynamicType = ()> + Serialize + DeserializeOwned + Send + Sync + 'static,
+        A: Admission<K>,
+    {
+        let kinds = Vec::new();
+        Self { hook, kinds }.with::<K, A>(admission)
+    }
+
+    /// The same hook, also for objects of `K`, with their hooks `admission`.
+    pub fn with<K, A>(mut self, admission: A) -> Self
+    where
+        K: Resource<DynamicType = ()> + Serialize + DeserializeOwned + Send + Sync + 'static,
+        A: Admission<K>,
+    {
+        self.kinds.push(Admitted {
+            group: K::group(&()).into_owned(),
+            kind: K::kind(&()).into_owned(),
+            decide: Box::new(Typed::<K, A> {
+                admission,
+                kind: PhantomData,
+            }),
+        });
+        self
+    }
+
+    /// Which hook this is.
+    pub fn hook(&self) -> Hook {
+        self.hook
+    }
+
+    /// Answers the AdmissionReview in `body`, and counts the answer.
+    pub async fn answer(
+        &self,
+        metrics: &Metrics,
+        body: &[u8],
+    ) -> Json<AdmissionReview<DynamicObject>> {
+        let (response, outcome) = self.review(body).await;
+        metrics.webhook_answered(self.hook.name(), outcome.name());
+        Json(response.into_review())
+    }
+
+    /// Reads an AdmissionReview, runs the hook of the kind it names and says what to answer.
+    pub async fn review(&self, body: &[u8]) -> (AdmissionResponse, Outcome) {
+        let request = match read(body) {
+            Ok(request) => request,
+            Err(response) => return (response, Outcome::Invalid),
+        };
+        let admitted = match self.kinds.as_slice() {
+            [only] => Some(only),
+            kinds => kinds
+                .iter()
+                .find(|k| k.group == request.kind.group && k.kind == request.kind.kind),
+        };
+        match admitted {
+            Some(admitted) => admitted.decide.decide(self.hook, request).await,
+            None => {
+                let reason = format!(
+                    "this webhook admits no {} of group {:?}",
+                    request.kind.kind, request.kind.group
+                );
+                (
+                    AdmissionResponse::from(&request).deny(reason),
+                    Outcome::Invalid,
+                )
+            }
+        }
+    }
 }
 
 /// Reads an AdmissionReview, runs `hook` on its object and says what to answer.
@@ -103,23 +204,40 @@ where
     K: Resource<DynamicType = ()> + Serialize + DeserializeOwned + Send + Sync,
     A: Admission<K>,
 {
-    let request: AdmissionRequest<DynamicObject> =
-        match serde_json::from_slice::<AdmissionReview<DynamicObject>>(body)
-            .map_err(|e| e.to_string())
-            .and_then(|review| {
-                review
-                    .try_into()
-                    .map_err(|_| "the review holds no request".to_owned())
-            }) {
-            Ok(request) => request,
-            Err(reason) => {
-                let mut response =
-                    AdmissionResponse::invalid(format!("not an AdmissionReview: {reason}"));
-                // The API server accepts an answer only for its request's uid.
-                response.uid = request_uid(body).unwrap_or_default();
-                return (response, Outcome::Invalid);
-            }
-        };
+    match read(body) {
+        Ok(request) => decide::<K, A>(hook, admission, request).await,
+        Err(response) => (response, Outcome::Invalid),
+    }
+}
+
+/// The request of the AdmissionReview in `body`, or the answer that refuses it as no review.
+fn read(body: &[u8]) -> Result<AdmissionRequest<DynamicObject>, AdmissionResponse> {
+    serde_json::from_slice::<AdmissionReview<DynamicObject>>(body)
+        .map_err(|e| e.to_string())
+        .and_then(|review| {
+            review
+                .try_into()
+                .map_err(|_| "the review holds no request".to_owned())
+        })
+        .map_err(|reason| {
+            let mut response =
+                AdmissionResponse::invalid(format!("not an AdmissionReview: {reason}"));
+            // The API server accepts an answer only for its request's uid.
+            response.uid = request_uid(body).unwrap_or_default();
+            response
+        })
+}
+
+/// Runs `hook` of `admission` on the object of `request`, as a `K`, and says what to answer.
+async fn decide<K, A>(
+    hook: Hook,
+    admission: &A,
+    request: AdmissionRequest<DynamicObject>,
+) -> (AdmissionResponse, Outcome)
+where
+    K: Resource<DynamicType = ()> + Serialize + DeserializeOwned + Send + Sync,
+    A: Admission<K>,
+{
     let response = AdmissionResponse::from(&request);
     if only_finalizing(request.object.as_ref(), request.old_object.as_ref()) {
         return (response, Outcome::Allowed);
@@ -236,7 +354,8 @@ async fn mutation<K: Serialize, A: Admission<K>>(
 
 #[cfg(test)]
 mod tests {
-    use k8s_openapi::api::core::v1::ConfigMap;
+    use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
+    use kube::core::PartialObjectMeta;
     use serde_json::{Value, json};
 
     use super::*;
@@ -368,6 +487,84 @@ mod tests {
         let stored = patched(sent, &response);
         assert_eq!(stored["metadata"]["labels"]["defaulted"], "yes");
         assert_eq!(stored["data"]["a"], "b", "nothing else changed");
+    }
+
+    /// Hooks over any kind's metadata, as a generic operator's are: an object labelled
+    /// `refused` is refused, and `mutate` annotates every one.
+    struct MetadataHooks;
+
+    impl<K: Resource<DynamicType = ()> + Send + Sync> Admission<PartialObjectMeta<K>>
+        for MetadataHooks
+    {
+        async fn validate(
+            &self,
+            object: &PartialObjectMeta<K>,
+            _old: Option<&PartialObjectMeta<K>>,
+        ) -> Result<(), String> {
+            match object
+                .metadata
+                .labels
+                .as_ref()
+                .is_some_and(|l| l.contains_key("refused"))
+            {
+                true => Err(format!("{} refused by label", K::kind(&()))),
+                false => Ok(()),
+            }
+        }
+
+        async fn mutate(&self, object: &mut PartialObjectMeta<K>) -> Result<(), String> {
+            let annotations = object.metadata.annotations.get_or_insert_default();
+            annotations.insert("kind".to_owned(), K::kind(&()).into_owned());
+            Ok(())
+        }
+    }
+
+    /// A Secret, as the API server sends one.
+    fn secret(name: &str) -> Value {
+        json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name, "namespace": "default"}, "data": {"a": "Yg=="}})
+    }
+
+    /// The validate hook of [`MetadataHooks`] for ConfigMaps and Secrets at one path.
+    fn both_kinds(hook: Hook) -> Hooked {
+        Hooked::new::<PartialObjectMeta<ConfigMap>, _>(hook, MetadataHooks)
+            .with::<PartialObjectMeta<Secret>, _>(MetadataHooks)
+    }
+
+    #[tokio::test]
+    async fn hooks_of_several_kinds_run_as_the_kind_each_review_names() {
+        let hooked = both_kinds(Hook::Mutate);
+        let sent = secret("s");
+        let body = admission_review::<Secret>("CREATE", &sent, &Value::Null);
+        let (response, outcome) = hooked.review(&body).await;
+        assert_eq!(outcome, Outcome::Patched, "{}", response.result.message);
+        let stored = patched(sent, &response);
+        assert_eq!(stored["metadata"]["annotations"]["kind"], "Secret");
+        assert_eq!(
+            stored["data"]["a"], "Yg==",
+            "a metadata hook patches only metadata"
+        );
+
+        let mut labelled = config_map("c");
+        labelled["metadata"]["labels"] = json!({"refused": "yes"});
+        let body = admission_review::<ConfigMap>("CREATE", &labelled, &Value::Null);
+        let (response, outcome) = both_kinds(Hook::Validate).review(&body).await;
+        assert_eq!(outcome, Outcome::Denied);
+        assert_eq!(response.result.message, "ConfigMap refused by label");
+    }
+
+    #[tokio::test]
+    async fn a_kind_none_of_the_hooks_admit_is_denied_for_its_request() {
+        let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}});
+        let body = admission_review::<Pod>("CREATE", &pod, &Value::Null);
+        let (response, outcome) = both_kinds(Hook::Validate).review(&body).await;
+        assert_eq!(outcome, Outcome::Invalid);
+        assert!(!response.allowed);
+        assert_eq!(response.uid, REVIEW_UID);
+        assert!(
+            response.result.message.contains("admits no Pod"),
+            "{}",
+            response.result.message
+        );
     }
 
     /// A ConfigMap being deleted, with a finalizer and an owner, and data no hook could read,

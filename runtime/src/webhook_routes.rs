@@ -30,7 +30,7 @@
 //!     .into_router();
 //! ```
 
-use std::sync::Arc;
+use std::{collections::BTreeMap, sync::Arc};
 
 use axum::{
     Router,
@@ -42,7 +42,7 @@ use kube::Resource;
 use serde::{Serialize, de::DeserializeOwned};
 
 use crate::{
-    admission::{self, Admission, Hook},
+    admission::{self, Admission, Hook, Hooked},
     conversion::{Conversions, Hub},
     metrics::Metrics,
 };
@@ -55,6 +55,8 @@ pub const MAX_REVIEW_BYTES: usize = 8 * 1024 * 1024;
 pub struct Routes {
     metrics: Arc<Metrics>,
     router: Router<Arc<Metrics>>,
+    /// The admission hooks by path, made routes last: one path may admit several kinds.
+    admission: BTreeMap<String, Hooked>,
 }
 
 impl Routes {
@@ -63,28 +65,40 @@ impl Routes {
         Self {
             metrics,
             router: Router::new(),
+            admission: BTreeMap::new(),
         }
     }
 
     /// Answers `hook` of `admission` for objects of `K` at `path`, reading reviews of at most
     /// [`MAX_REVIEW_BYTES`]. Each answer it can give is a series from the start, at zero.
-    pub fn admission<K, A>(self, path: &str, hook: Hook, admission: A) -> Self
+    ///
+    /// Added again at the same path for another kind, the one webhook admits both: each review
+    /// goes to the hooks of the kind it names (see [`Hooked`]).
+    ///
+    /// # Panics
+    ///
+    /// When `path` already serves the other hook: one webhook either validates or mutates.
+    pub fn admission<K, A>(mut self, path: &str, hook: Hook, admission: A) -> Self
     where
-        K: Resource<DynamicType = ()> + Serialize + DeserializeOwned + Send + Sync,
+        K: Resource<DynamicType = ()> + Serialize + DeserializeOwned + Send + Sync + 'static,
         A: Admission<K>,
     {
-        admission::expect_answers(&self.metrics, hook);
-        let admission = Arc::new(admission);
-        let route = post(
-            move |State(metrics): State<Arc<Metrics>>, body: Bytes| async move {
-                admission::answer::<K, A>(hook, admission.as_ref(), &metrics, &body).await
-            },
-        )
-        .layer(DefaultBodyLimit::max(MAX_REVIEW_BYTES));
-        Self {
-            router: self.router.route(path, route),
-            ..self
-        }
+        let hooked = match self.admission.remove(path) {
+            Some(hooked) => {
+                assert_eq!(
+                    hooked.hook(),
+                    hook,
+                    "{path} serves one hook, for every kind"
+                );
+                hooked.with::<K, A>(admission)
+            }
+            None => {
+                admission::expect_answers(&self.metrics, hook);
+                Hooked::new::<K, A>(hook, admission)
+            }
+        };
+        self.admission.insert(path.to_owned(), hooked);
+        self
     }
 
     /// Converts objects through hub `H` at `path`, reading reviews of at most `max_bytes`: the
@@ -107,14 +121,27 @@ impl Routes {
 
     /// The routes, to serve.
     pub fn into_router(self) -> Router {
-        self.router.with_state(self.metrics)
+        let router = self
+            .admission
+            .into_iter()
+            .fold(self.router, |router, (path, hooked)| {
+                let hooked = Arc::new(hooked);
+                let route = post(
+                    move |State(metrics): State<Arc<Metrics>>, body: Bytes| async move {
+                        hooked.answer(&metrics, &body).await
+                    },
+                )
+                .layer(DefaultBodyLimit::max(MAX_REVIEW_BYTES));
+                router.route(&path, route)
+            });
+        router.with_state(self.metrics)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use axum::http::StatusCode;
-    use k8s_openapi::api::core::v1::ConfigMap;
+    use k8s_openapi::api::core::v1::{ConfigMap, Secret};
     use serde_json::{Value, json};
     use tower::ServiceExt as _;
 
@@ -135,6 +162,23 @@ mod tests {
         async fn mutate(&self, _: &mut ConfigMap) -> Result<(), String> {
             Ok(())
         }
+    }
+
+    /// Allows every Secret.
+    struct Allow;
+
+    impl Admission<Secret> for Allow {
+        async fn validate(&self, _: &Secret, _: Option<&Secret>) -> Result<(), String> {
+            Ok(())
+        }
+
+        async fn mutate(&self, _: &mut Secret) -> Result<(), String> {
+            Ok(())
+        }
+    }
+
+    fn secret() -> Value {
+        json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "a", "namespace": "default"}})
     }
 
     /// ConfigMap as a hub with no older versions: a review of objects already in its version
@@ -200,6 +244,37 @@ mod tests {
             StatusCode::NOT_FOUND,
             "only the hooks added are served"
         );
+    }
+
+    #[tokio::test]
+    async fn kinds_added_at_one_path_are_each_answered_there() {
+        let router = Routes::new(metrics())
+            .admission::<ConfigMap, _>("/validate", Hook::Validate, Refuse)
+            .admission::<Secret, _>("/validate", Hook::Validate, Allow)
+            .into_router();
+        for (review, allowed) in [
+            (
+                admission_review::<ConfigMap>("CREATE", &config_map(), &Value::Null),
+                false,
+            ),
+            (
+                admission_review::<Secret>("CREATE", &secret(), &Value::Null),
+                true,
+            ),
+        ] {
+            let (status, answer) = post(router.clone(), "/validate", review).await;
+            assert_eq!(status, StatusCode::OK);
+            let answer: Value = serde_json::from_slice(&answer).expect("a review");
+            assert_eq!(answer["response"]["allowed"], allowed, "{answer}");
+        }
+    }
+
+    #[test]
+    #[should_panic(expected = "serves one hook")]
+    fn one_path_cannot_both_validate_and_mutate() {
+        let _ = Routes::new(metrics())
+            .admission::<ConfigMap, _>("/hook", Hook::Validate, Refuse)
+            .admission::<Secret, _>("/hook", Hook::Mutate, Allow);
     }
 
     #[tokio::test]
