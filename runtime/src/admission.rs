@@ -174,7 +174,7 @@ impl Hooked {
     pub async fn review(&self, body: &[u8]) -> (AdmissionResponse, Outcome) {
         let request = match read(body) {
             Ok(request) => request,
-            Err(response) => return (response, Outcome::Invalid),
+            Err(response) => return (*response, Outcome::Invalid),
         };
         let admitted = match self.kinds.as_slice() {
             [only] => Some(only),
@@ -206,12 +206,12 @@ where
 {
     match read(body) {
         Ok(request) => decide::<K, A>(hook, admission, request).await,
-        Err(response) => (response, Outcome::Invalid),
+        Err(response) => (*response, Outcome::Invalid),
     }
 }
 
 /// The request of the AdmissionReview in `body`, or the answer that refuses it as no review.
-fn read(body: &[u8]) -> Result<AdmissionRequest<DynamicObject>, AdmissionResponse> {
+fn read(body: &[u8]) -> Result<AdmissionRequest<DynamicObject>, Box<AdmissionResponse>> {
     serde_json::from_slice::<AdmissionReview<DynamicObject>>(body)
         .map_err(|e| e.to_string())
         .and_then(|review| {
@@ -224,7 +224,7 @@ fn read(body: &[u8]) -> Result<AdmissionRequest<DynamicObject>, AdmissionRespons
                 AdmissionResponse::invalid(format!("not an AdmissionReview: {reason}"));
             // The API server accepts an answer only for its request's uid.
             response.uid = request_uid(body).unwrap_or_default();
-            response
+            Box::new(response)
         })
 }
 

@@ -224,6 +224,28 @@ where
     );
 }
 
+/// Asserts of each hook in `served` what [`assert_answers_as_validate`] or
+/// [`assert_patch_stores_what_mutate_makes`] asserts: a review of `object`'s creation is
+/// answered as calling the hook directly decides.
+#[cfg(feature = "webhooks")]
+pub async fn assert_hooks_answer_as_called<K, A>(
+    admission: &A,
+    object: &K,
+    served: &[crate::admission::Hook],
+) where
+    K: Resource<DynamicType = ()> + Serialize + serde::de::DeserializeOwned + Send + Sync,
+    A: crate::admission::Admission<K>,
+{
+    use crate::admission::Hook;
+
+    for hook in served {
+        match hook {
+            Hook::Validate => assert_answers_as_validate(admission, object).await,
+            Hook::Mutate => assert_patch_stores_what_mutate_makes(admission, object).await,
+        }
+    }
+}
+
 /// Asserts that the webhook routes `routes` builds for a conversion cap convert a review of
 /// 100 objects of `api_version` posted to `path`, and refuse one a byte over the cap unread.
 /// The objects are in the version asked for already: what is checked is the route and its

@@ -412,6 +412,12 @@ impl Suite {
                 "the mutating webhook's default is stored",
                 Self::mutating_defaults,
             ));
+            if self.other_kinds().next().is_some() {
+                checks.push((
+                    "each other kind is refused and defaulted by the same webhooks",
+                    Self::other_kinds_admitted,
+                ));
+            }
             checks.push((
                 "with no webhook answering creates fail closed; a restart restores them",
                 Self::fails_closed,

@@ -34,8 +34,9 @@ pub struct Related {
     pub namespaced: bool,
     /// Snake-case stem for variables and functions (`config_map`).
     pub ident: Ident,
-    /// API group and plural, for RBAC rules.
+    /// API group, version and plural, for RBAC and webhook rules.
     pub group: Text,
+    pub version: Text,
     pub plural: Text,
     /// A k8s-openapi kind (it has `Default`), rather than a custom one.
     pub builtin: bool,
@@ -53,6 +54,7 @@ impl Related {
             namespaced: b.namespaced,
             ident: naming::snake_ident(b.kind),
             group: Text::from(b.group),
+            version: Text::from(b.version),
             plural: Text::from(b.plural),
             builtin: true,
             skeleton: b.empty_object_is_valid(),
@@ -302,6 +304,7 @@ impl Resolver<'_, '_> {
                 rust_name: root,
                 namespaced: crd.spec.scope == "Namespaced",
                 group: Text::from(crd.spec.group.as_str()),
+                version: Text::from(selected.version().name.as_str()),
                 plural: Text::from(crd.spec.names.plural.as_str()),
                 builtin: false,
                 skeleton: false,

@@ -446,18 +446,9 @@ fn webhooks_match_only_the_primary_and_are_named_after_the_crate() {
     );
     assert_eq!(validating.path.0, "/validate");
     assert!(webhooks.mutating.is_none(), "mutating was not asked for");
-    assert_eq!(
-        (
-            webhooks.group.raw(),
-            webhooks.version.raw(),
-            webhooks.resource.raw()
-        ),
-        (
-            operator.primary.group.raw(),
-            operator.primary.version.raw(),
-            "widgets"
-        )
-    );
+    let rules: Vec<_> = webhooks.rules.iter().map(rule).collect();
+    let primary = (operator.primary.group.raw(), operator.primary.version.raw());
+    assert_eq!(rules, [(primary.0, primary.1, "widgets", "Namespaced")]);
     assert_eq!(webhooks.secret.raw(), "widgets-webhook-tls");
     assert_eq!(webhooks.inject_ca_from.raw(), "default/widgets-webhook");
     let features = |name: &str| {
@@ -520,25 +511,45 @@ fn analyze_dynamic(manifest: &str) -> Result<Operator> {
     .map(|analysis| analysis.operator)
 }
 
+/// A webhook rule as `(group, version, resource, scope)`.
+fn rule(rule: &webhooks::Rule) -> (&str, &str, &str, &str) {
+    let names = (rule.group.raw(), rule.version.raw(), rule.resource.raw());
+    (names.0, names.1, names.2, rule.scope.0)
+}
+
 #[test]
-fn webhooks_on_a_dynamic_primary_receive_it_and_on_a_generic_one_are_refused() {
+fn webhooks_on_a_dynamic_primary_receive_it_and_on_a_generic_one_match_each_kind() {
     let operator = analyze_dynamic("webhooks: { mutating: true }").expect("a dynamic primary");
     let webhooks = operator.webhooks.expect("webhooks");
     assert!(webhooks.mutating.is_some() && webhooks.validating.is_none());
-    let kinds = ["Deployment", "ConfigMap"].map(|k| k8s_catalog::find(k).expect("built in"));
+    assert!(
+        webhooks.exempt_label.is_none(),
+        "a custom kind gates nothing of the operator's"
+    );
+    let kinds = ["Deployment", "Namespace"].map(|k| k8s_catalog::find(k).expect("built in"));
     let manifest = Manifest::parse("operator.yaml", "webhooks: { validating: true }").unwrap();
     let input = PrimaryInput::Generic(kinds.to_vec());
-    let error = analyze(
+    let analysis = analyze(
         "operator.yaml",
         &manifest,
         &input,
         &[],
         CommandFlags::default(),
     )
-    .expect_err("a generic operator has several kinds to hand a hook")
-    .to_string();
-    assert!(error.contains("field `webhooks`"), "{error}");
-    assert!(error.contains("drop `generic:`"), "{error}");
+    .expect("a generic operator admits each of its kinds");
+    let webhooks = analysis.operator.webhooks.expect("webhooks");
+    let rules: Vec<_> = webhooks.rules.iter().map(rule).collect();
+    assert_eq!(
+        rules,
+        [
+            ("apps", "v1", "deployments", "Namespaced"),
+            ("", "v1", "namespaces", "Cluster"),
+        ]
+    );
+    let exempt = webhooks
+        .exempt_label
+        .expect("built-in kinds gate the operator's own");
+    assert!(exempt.raw().starts_with("skip-webhooks."), "{exempt}");
     assert!(error_of("webhooks: { validatng: true }").contains("validatng"));
 }
 

@@ -8,7 +8,7 @@
 
 use serde::Serialize;
 
-use super::{Archetype, Primary};
+use super::{Archetype, Primary, Related};
 use crate::{
     error::Result,
     manifest, naming,
@@ -48,17 +48,36 @@ pub struct Webhooks {
     pub dns_names: Vec<Text>,
     /// `<namespace>/<certificate>`, for cert-manager's CA injector.
     pub inject_ca_from: Text,
-    /// What the configurations match: the primary's group, version and resource.
-    pub group: Text,
-    pub version: Text,
-    pub resource: Text,
-    /// `Namespaced` or `Cluster`, as `rules[].scope` spells it.
-    pub scope: Constant,
+    /// What the configurations match: the primary, or each of a generic operator's kinds.
+    pub rules: Vec<Rule>,
     /// The namespace label that exempts a namespace from the admission webhooks, for an
     /// operator of a built-in kind: `deploy/` sets it on the operator's own namespace, and
     /// a person sets it on `kube-system`. `None` when nothing is exempt: the operator's own
     /// objects are never of a custom primary's kind.
     pub exempt_label: Option<Text>,
+}
+
+/// One kind a webhook matches, as a configuration's `rules[]` names it.
+#[derive(Debug, Clone, Serialize)]
+pub struct Rule {
+    pub group: Text,
+    pub version: Text,
+    pub resource: Text,
+    /// `Namespaced` or `Cluster`, as `rules[].scope` spells it.
+    pub scope: Constant,
+}
+
+impl Rule {
+    fn new(group: &Text, version: &Text, resource: &Text, namespaced: bool) -> Self {
+        let scope = Constant(if namespaced { "Namespaced" } else { "Cluster" });
+        let (group, version, resource) = (group.clone(), version.clone(), resource.clone());
+        Self {
+            group,
+            version,
+            resource,
+            scope,
+        }
+    }
 }
 
 /// A webhook configuration object and its one webhook.
@@ -71,6 +90,8 @@ pub struct Configuration {
     pub resource: Constant,
     pub webhook: Webhook,
     pub mutating: bool,
+    /// The runtime's `admission::Hook` it serves: `Validate` or `Mutate`.
+    pub hook: Constant,
 }
 
 /// The versions of a derived resource and the CRD whose conversion webhook converts them.
@@ -111,7 +132,8 @@ pub struct Webhook {
 }
 
 /// Whether the operator runs in a namespace of its own, exempt from its admission webhooks by
-/// a namespace label: an operator that admits a built-in kind. Its own Deployment, pods,
+/// a namespace label: an operator that admits built-in kinds (a built-in or generic primary).
+/// Its own Deployment, pods,
 /// Secret and Service are objects of kinds such webhooks may gate, and with `failurePolicy:
 /// Fail` an operator that gates its own rollout can never be repaired while it is down.
 /// Kubernetes 1.20 has no `matchConditions`, and an object label would let anyone who creates
@@ -120,7 +142,8 @@ pub(super) fn needs_own_namespace(
     manifest: Option<manifest::Webhooks>,
     archetype: Archetype,
 ) -> bool {
-    archetype == Archetype::Builtin && manifest.is_some_and(|w| w.validating || w.mutating)
+    matches!(archetype, Archetype::Builtin | Archetype::Generic)
+        && manifest.is_some_and(|w| w.validating || w.mutating)
 }
 
 /// The namespace label that exempts a namespace from `crate_name`'s admission webhooks. One
@@ -150,15 +173,6 @@ pub(super) fn resolve(
     if !asked.validating && !asked.mutating && conversion.is_none() {
         return Ok(None);
     }
-    if (asked.validating || asked.mutating) && archetype == Archetype::Generic {
-        return Err(bad(
-            "webhooks",
-            "admission webhooks are generated for an operator of one kind (a CRD, typed or \
-             dynamic, a built-in kind or a derived resource), whose hooks receive that kind; \
-             remove `webhooks:` or drop `generic:`"
-                .to_owned(),
-        ));
-    }
     let webhook = |asked: bool, verb: &str, path: &'static str| {
         asked.then(|| Webhook {
             name: Text::new(format!("{verb}.{crate_name}.operator-gen.kube.rs")),
@@ -184,6 +198,7 @@ pub(super) fn resolve(
             resource: Constant(resource),
             webhook,
             mutating,
+            hook: Constant(if mutating { "Mutate" } else { "Validate" }),
         })
     };
     let configurations = [
@@ -209,16 +224,20 @@ pub(super) fn resolve(
         ],
         inject_ca_from: Text::new(format!("{namespace}/{crate_name}-webhook")),
         issuer: Text::new(format!("{crate_name}-selfsigned")),
-        group: primary.group.clone(),
-        version: primary.version.clone(),
-        resource: primary.plural.clone(),
-        scope: Constant(if primary.namespaced {
-            "Namespaced"
-        } else {
-            "Cluster"
-        }),
+        rules: rules(primary, archetype),
         exempt_label: needs_own_namespace(manifest, archetype).then(|| exempt_label(crate_name)),
     }))
+}
+
+/// What the admission webhooks match: a generic operator's kinds, each on its own rule, or
+/// the one primary.
+fn rules(primary: &Primary, archetype: Archetype) -> Vec<Rule> {
+    if archetype != Archetype::Generic {
+        let p = primary;
+        return vec![Rule::new(&p.group, &p.version, &p.plural, p.namespaced)];
+    }
+    let rule = |k: &Related| Rule::new(&k.group, &k.version, &k.plural, k.namespaced);
+    primary.kinds.iter().map(rule).collect()
 }
 
 /// The conversion of a derived resource that also serves `also_served`, or `None` when it

@@ -3,6 +3,7 @@
 //! back unchanged, an edit made in an older version wins without losing the hub's own fields,
 //! and a recorded review is answered object by object.
 
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::{CustomResourceExt, Resource};
 use serde::{Serialize, de::DeserializeOwned};
 use serde_json::{Value, json};
@@ -154,6 +155,44 @@ pub fn older_trips_through_the_hub<H: Hub>(older: &Value) {
     );
     let back = convert::<H>(hub, version).expect("converts down");
     assert_eq!(&back, older, "{version} changed on its way through the hub");
+}
+
+/// Checks every promise above for `Older`, one older version of hub `H`, on objects with every
+/// field their schemas declare ([`full`]): the hub goes down to `Older` and back, edited there
+/// or not ([`hub_trips_through`]), an object of `Older` goes up and back
+/// ([`older_trips_through_the_hub`]), and a review asking for `Older` is answered
+/// ([`answers_recorded_review`]).
+///
+/// # Panics
+/// When any of them does not hold.
+pub fn older_version_converts<H, Older>()
+where
+    H: Hub + CustomResourceExt + From<Older>,
+    Older: CustomResourceExt + Resource<DynamicType = ()> + Serialize + DeserializeOwned,
+    Older: Clone + From<H>,
+{
+    hub_trips_through::<H, Older>(&full::<H>(false), &full::<Older>(true));
+    older_trips_through_the_hub::<H>(&full::<Older>(false));
+    answers_recorded_review::<H>(&full::<H>(false), &Older::api_version(&()));
+}
+
+/// Checks that `crd` serves `versions` versions, stores only `hub`, and converts between them
+/// through its webhook.
+///
+/// # Panics
+/// When it does not.
+pub fn serves_every_version_storing(crd: &CustomResourceDefinition, hub: &str, versions: usize) {
+    let stored: Vec<&str> = crd
+        .spec
+        .versions
+        .iter()
+        .filter(|v| v.storage)
+        .map(|v| v.name.as_str())
+        .collect();
+    assert_eq!(stored, [hub], "only the hub is stored");
+    assert_eq!(crd.spec.versions.len(), versions, "every version is served");
+    let strategy = crd.spec.conversion.as_ref().map(|c| c.strategy.as_str());
+    assert_eq!(strategy, Some("Webhook"), "a webhook converts them");
 }
 
 /// A ConversionReview as kube-apiserver sends it, recorded, asking for `desired`, with

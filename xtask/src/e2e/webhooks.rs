@@ -65,9 +65,20 @@ pub(super) fn hook_case(name: &str) -> Option<HookCase> {
                 "unowned",
             ),
         }),
+        "workloads-generic-controller" => Some(HookCase {
+            make_invalid: |body| body["metadata"]["annotations"][OWNER] = json!(" "),
+            refusal: "names no owner",
+            defaulted: (
+                "/metadata/annotations/workloads.example.com~1owner",
+                "unowned",
+            ),
+        }),
         _ => None,
     }
 }
+
+/// The annotation workloads-generic-controller's hooks default and check.
+const OWNER: &str = "workloads.example.com/owner";
 
 /// The object label that once let any object past the webhooks; it must exempt nothing now.
 const OLD_SKIP_LABEL: &str = "operator-gen.kube.rs/skip-webhooks";
@@ -265,6 +276,23 @@ impl Suite {
             Some(stored) if stored == value => Ok(()),
             other => bail!("stored {pointer} is {other:?}, not the default {value:?}"),
         }
+    }
+
+    /// A generic operator's one webhook of each configuration matches every kind: each other
+    /// kind is refused and defaulted as the first is, which only a review that reaches the
+    /// hooks as its own kind can be.
+    pub(super) fn other_kinds_admitted(&mut self) -> Result<()> {
+        let kinds: Vec<String> = self.other_kinds().cloned().collect();
+        for kind in kinds {
+            let first = self.swap_primary(super::Primary::builtin(&self.name, &kind)?);
+            let checked = self
+                .validating_refuses()
+                .and_then(|()| self.mutating_defaults());
+            let cleaned = checked.and_then(|()| self.delete_primary("defaulted"));
+            self.swap_primary(first);
+            cleaned.with_context(|| format!("through a {kind}"))?;
+        }
+        Ok(())
     }
 
     /// With no replica answering, a create is refused (`failurePolicy: Fail`); once one is
