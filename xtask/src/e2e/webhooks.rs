@@ -35,6 +35,9 @@ pub(super) struct HookCase {
     pub refusal: &'static str,
     /// A JSON pointer into the stored object, and the value `mutate` defaults there.
     pub defaulted: (&'static str, &'static str),
+    /// Whether the refusal names the kind the hooks received the object as: a generic
+    /// operator's hooks are handed each kind as itself, which this proves.
+    pub names_kind: bool,
 }
 
 /// The hooks of the operators in this workspace that have any.
@@ -52,6 +55,7 @@ pub(super) fn hook_case(name: &str) -> Option<HookCase> {
             },
             refusal: "neither `alert` nor `record`",
             defaulted: ("/spec/groups/0/interval", "1m"),
+            names_kind: false,
         }),
         "deployment-guard" => Some(HookCase {
             make_invalid: |body| {
@@ -64,6 +68,7 @@ pub(super) fn hook_case(name: &str) -> Option<HookCase> {
                 "/metadata/annotations/deployment-guard.example.com~1owner",
                 "unowned",
             ),
+            names_kind: false,
         }),
         "workloads-generic-controller" => Some(HookCase {
             make_invalid: |body| body["metadata"]["annotations"][OWNER] = json!(" "),
@@ -72,6 +77,7 @@ pub(super) fn hook_case(name: &str) -> Option<HookCase> {
                 "/metadata/annotations/workloads.example.com~1owner",
                 "unowned",
             ),
+            names_kind: true,
         }),
         _ => None,
     }
@@ -174,6 +180,12 @@ impl Suite {
             bail!(
                 "the refusal does not give the hook's reason ({}): {error}",
                 case.refusal
+            );
+        }
+        if case.names_kind && !error.contains(&format!("{} \"refused\"", self.kind)) {
+            bail!(
+                "the hooks did not receive the object as a {}: {error}",
+                self.kind
             );
         }
         if self.find(&self.primary, "refused")?.is_some() {
