@@ -623,13 +623,24 @@ impl Suite {
     /// A generic operator's kinds share one watch of each owned kind, which the first kind's
     /// controller drives: the others see their children only through it.
     fn other_kinds_children(&mut self) -> Result<()> {
+        self.through_other_kinds("first", |suite| {
+            suite
+                .child_appears()
+                .and_then(|()| suite.deleted_child_restored())
+        })
+    }
+
+    /// Runs `check` as each of a generic operator's other kinds in turn, made the kind the
+    /// checks create, and deletes the object `created` it leaves.
+    fn through_other_kinds(
+        &mut self,
+        created: &str,
+        check: fn(&mut Self) -> Result<()>,
+    ) -> Result<()> {
         let kinds: Vec<String> = self.other_kinds().cloned().collect();
         for kind in kinds {
             let first = self.swap_primary(Primary::builtin(&self.name, &kind)?);
-            let checked = self
-                .child_appears()
-                .and_then(|()| self.deleted_child_restored());
-            let cleaned = checked.and_then(|()| self.delete_primary("first"));
+            let cleaned = check(self).and_then(|()| self.delete_primary(created));
             self.swap_primary(first);
             cleaned.with_context(|| format!("through a {kind}"))?;
         }

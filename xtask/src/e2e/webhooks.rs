@@ -294,17 +294,11 @@ impl Suite {
     /// kind is refused and defaulted as the first is, which only a review that reaches the
     /// hooks as its own kind can be.
     pub(super) fn other_kinds_admitted(&mut self) -> Result<()> {
-        let kinds: Vec<String> = self.other_kinds().cloned().collect();
-        for kind in kinds {
-            let first = self.swap_primary(super::Primary::builtin(&self.name, &kind)?);
-            let checked = self
+        self.through_other_kinds("defaulted", |suite| {
+            suite
                 .validating_refuses()
-                .and_then(|()| self.mutating_defaults());
-            let cleaned = checked.and_then(|()| self.delete_primary("defaulted"));
-            self.swap_primary(first);
-            cleaned.with_context(|| format!("through a {kind}"))?;
-        }
-        Ok(())
+                .and_then(|()| suite.mutating_defaults())
+        })
     }
 
     /// With no replica answering, a create is refused (`failurePolicy: Fail`); once one is
