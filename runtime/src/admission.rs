@@ -138,14 +138,27 @@ impl Hooked {
     }
 
     /// The same hook, also for objects of `K`, with their hooks `admission`.
+    ///
+    /// # Panics
+    ///
+    /// When `K`'s kind is admitted here already: its first hooks would answer every review.
     pub fn with<K, A>(mut self, admission: A) -> Self
     where
         K: Resource<DynamicType = ()> + Serialize + DeserializeOwned + Send + Sync + 'static,
         A: Admission<K>,
     {
+        let (group, kind) = (K::group(&()).into_owned(), K::kind(&()).into_owned());
+        let twice = self
+            .kinds
+            .iter()
+            .any(|k| k.group == group && k.kind == kind);
+        assert!(
+            !twice,
+            "{kind} of group {group:?} is admitted twice at one path"
+        );
         self.kinds.push(Admitted {
-            group: K::group(&()).into_owned(),
-            kind: K::kind(&()).into_owned(),
+            group,
+            kind,
             decide: Box::new(Typed::<K, A> {
                 admission,
                 kind: PhantomData,
@@ -565,6 +578,12 @@ mod tests {
             "{}",
             response.result.message
         );
+    }
+
+    #[test]
+    #[should_panic(expected = "admitted twice")]
+    fn one_kind_cannot_be_admitted_twice_at_one_path() {
+        let _ = both_kinds(Hook::Validate).with::<PartialObjectMeta<Secret>, _>(MetadataHooks);
     }
 
     /// A ConfigMap being deleted, with a finalizer and an owner, and data no hook could read,

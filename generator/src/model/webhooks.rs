@@ -154,9 +154,8 @@ fn exempt_label(crate_name: &str) -> Text {
 }
 
 /// The webhooks the operator serves: the admission webhooks `manifest` asks for and the
-/// conversion of versions `also_served`, or `None` when there are none. `bad` reports a
-/// manifest that asks for admission on an archetype whose objects the generated code cannot
-/// type, or versions that cannot be served.
+/// conversion of versions `also_served`, or `None` when there are none. `bad` reports
+/// versions that cannot be served. A generic operator's webhooks match each of its kinds.
 pub(super) fn resolve(
     manifest: Option<manifest::Webhooks>,
     archetype: Archetype,

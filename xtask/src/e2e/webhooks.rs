@@ -294,6 +294,10 @@ impl Suite {
     /// kind is refused and defaulted as the first is, which only a review that reaches the
     /// hooks as its own kind can be.
     pub(super) fn other_kinds_admitted(&mut self) -> Result<()> {
+        if hook_case(&self.name).is_none() {
+            self.skipped = Some("no object this operator's hooks refuse or default is known here");
+            return Ok(());
+        }
         self.through_other_kinds("defaulted", |suite| {
             suite
                 .validating_refuses()
