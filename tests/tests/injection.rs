@@ -187,7 +187,8 @@ webhooks: { validating: true, mutating: true }
 sharding: true
 "#;
 
-/// Built-in kinds reconciled on their metadata, each with every relation.
+/// Built-in kinds reconciled on their metadata, each with every relation and both admission
+/// webhooks, whose rules name every kind.
 const GENERIC_MANIFEST: &str = r#"
 name: workloads-operator
 primary: { generic: [Deployment, StatefulSet] }
@@ -200,6 +201,7 @@ external:
   - { name: inventory, source: channel }
   - { name: registry, source: poll, interval: 30s }
 requeue: { after: 5m, errorBackoff: 1s, errorBackoffMax: 2m }
+webhooks: { validating: true, mutating: true }
 "#;
 
 /// One step of a path into a document.
