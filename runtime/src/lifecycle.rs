@@ -67,7 +67,7 @@ pub struct Lifecycle<K: Resource<DynamicType = ()>> {
     recorder: Recorder,
     finalizer: Option<String>,
     conditions: Option<Conditions<K>>,
-    shard: OnceLock<Replica>,
+    shard: OnceLock<Arc<Replica>>,
 }
 
 impl<K> Lifecycle<K>
@@ -132,14 +132,15 @@ where
     }
 
     /// Makes `replica` this lifecycle's shard (`--sharding`), once: the reconciles that
-    /// follow keep to its fence and let its drained objects go. The shard it holds.
-    pub fn join_shard(&self, replica: Replica) -> &Replica {
+    /// follow keep to its fence and let its drained objects go. The lifecycles of an operator
+    /// of several kinds share one replica. The shard it holds.
+    pub fn join_shard(&self, replica: Arc<Replica>) -> &Replica {
         self.shard.get_or_init(|| replica)
     }
 
     /// The shard this lifecycle keeps to, once it joined one.
     pub fn shard(&self) -> Option<&Replica> {
-        self.shard.get()
+        self.shard.get().map(Arc::as_ref)
     }
 
     /// The metrics every reconcile is counted in.
@@ -600,7 +601,7 @@ mod tests {
         let lifecycle = lifecycle(&client).with_finalizer(FINALIZER);
         // A replica that has not renewed its Lease yet: its fence is closed.
         let replica = Replica::new(client.clone(), "operators", "replica-a", FIELD_MANAGER, 15);
-        let shard = lifecycle.join_shard(replica.expect("a valid shard name"));
+        let shard = lifecycle.join_shard(Arc::new(replica.expect("a valid shard name")));
         assert!(!shard.holds());
         let probe = Probe::default();
         let action = run(&lifecycle, &api, &probe, &object).await;
@@ -619,7 +620,7 @@ mod tests {
         let api = Api::<Pod>::namespaced(client.clone(), "default");
         let lifecycle = lifecycle(&client).with_condition(CONDITION, FIELD_MANAGER);
         let replica = Replica::new(client.clone(), "operators", "replica-a", FIELD_MANAGER, 15);
-        let shard = lifecycle.join_shard(replica.expect("a valid shard name"));
+        let shard = lifecycle.join_shard(Arc::new(replica.expect("a valid shard name")));
         shard.renewed_at(tokio::time::Instant::now());
         let finished = AtomicUsize::new(0);
         // A hook that outlasts the Lease: the fence closes while it waits.

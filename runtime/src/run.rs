@@ -24,6 +24,7 @@ use std::{
 use futures::{Stream, StreamExt};
 use kube::{
     Api, Client, Resource,
+    api::ApiResource,
     core::{ClusterResourceScope, NamespaceResourceScope},
     runtime::{
         Controller, Predicate, PredicateConfig, WatchStreamExt,
@@ -351,11 +352,10 @@ where
         if self.sharding {
             let replica =
                 Replica::from_settings(self.client.clone(), self.pod_namespace, name, self.common)?;
-            let replica = lifecycle(&*ctx).join_shard(replica);
-            return sharding::run_sharded::<K, _, _>(
-                replica, election, &metrics, namespace, run_term,
-            )
-            .await;
+            let replica = lifecycle(&*ctx).join_shard(Arc::new(replica));
+            let kinds = [ApiResource::erase::<K>(&())];
+            return sharding::run_sharded(replica, election, &metrics, namespace, &kinds, run_term)
+                .await;
         }
         election.run(&metrics, run_term).await
     }
@@ -363,7 +363,7 @@ where
     /// One term of this controller, until `leadership` ends, with the `watches` that
     /// [`elected`] gives the term: for an operator that runs several, one per kind, in each
     /// term of one election, sharing the watches of their related kinds. The runner's sharding
-    /// is not used; an operator of several kinds is not sharded.
+    /// is not used: such an operator shards through the [`Sharding`] it gives [`elected`].
     pub async fn run_term<Ctx, E, Relate, Reconcile, Reconciled>(
         &self,
         ctx: Arc<Ctx>,
@@ -406,15 +406,74 @@ where
     }
 }
 
+/// How an operator of several kinds splits its objects between its replicas: not at all, or
+/// (`--sharding`) on one ring, where the sharder places the objects of every kind that
+/// [`Sharding::join`]s it and each kind's reconciles keep to this replica's shard.
+pub struct Sharding {
+    replica: Option<Arc<Replica>>,
+    kinds: Vec<ApiResource>,
+}
+
+impl Sharding {
+    /// No sharding: every replica campaigns for one Lease, and the leader reconciles all.
+    pub fn off() -> Self {
+        Self {
+            replica: None,
+            kinds: Vec::new(),
+        }
+    }
+
+    /// This replica of the operator `name`, as the settings name it (`--pod-name`), with its
+    /// Lease in `pod_namespace`, when `on` (`--sharding`); else [`Sharding::off`].
+    ///
+    /// # Errors
+    /// When this replica has no name, or one that cannot be a label value.
+    pub fn new(
+        client: &Client,
+        name: &str,
+        pod_namespace: &str,
+        common: &Common,
+        on: bool,
+    ) -> Result<Self, sharding::Error> {
+        if !on {
+            return Ok(Self::off());
+        }
+        let replica = Replica::from_settings(client.clone(), pod_namespace, name, common)?;
+        Ok(Self {
+            replica: Some(Arc::new(replica)),
+            kinds: Vec::new(),
+        })
+    }
+
+    /// The same, with the objects of `K` placed on the ring too, and the reconciles of
+    /// `ctx`'s lifecycle kept to this replica's shard.
+    #[must_use]
+    pub fn join<K, Ctx>(mut self, ctx: &Ctx) -> Self
+    where
+        K: Watched + Serialize,
+        Ctx: AsRef<Lifecycle<K>>,
+    {
+        if let Some(replica) = &self.replica {
+            lifecycle(ctx).join_shard(Arc::clone(replica));
+            self.kinds.push(ApiResource::erase::<K>(&()));
+        }
+        self
+    }
+}
+
 /// Serves the metrics endpoints, then runs `run_term` in every term this replica leads (with
-/// leader election on the Lease `name` in `pod_namespace`), until the operator is asked to
-/// stop: what [`Runner::run`] does for one controller, for an operator that runs several in
-/// each term through [`Runner::run_term`]. Each term's [`Watches`] are shared: the
-/// controllers that watch the same related kind the same way watch it once, and every owned
-/// kind's cache is filled once.
+/// leader election on the Lease `name` in `pod_namespace`), or with `sharding` in every term
+/// its shard's fence holds, until the operator is asked to stop: what [`Runner::run`] does
+/// for one controller, for an operator that runs several in each term through
+/// [`Runner::run_term`]. Each term's [`Watches`] are shared: the controllers that watch the
+/// same related kind the same way watch it once, and every owned kind's cache is filled once.
 ///
 /// # Errors
 /// The election's, when the Lease cannot be read or written for good.
+#[expect(
+    clippy::too_many_arguments,
+    reason = "what an operator's run needs, each from a different place"
+)]
 pub async fn elected<F>(
     client: Client,
     name: &str,
@@ -422,6 +481,7 @@ pub async fn elected<F>(
     pod_namespace: &str,
     common: &Common,
     metrics: &Arc<Metrics>,
+    sharding: Sharding,
     run_term: F,
 ) -> Result<(), leader::Error>
 where
@@ -430,13 +490,20 @@ where
     endpoints::spawn(common.metrics_addr, metrics);
     let namespace = scope.namespace(&client);
     let election = Election::new(client.clone(), name, pod_namespace, common);
+    let shard = sharding.replica.as_deref();
     let (client, run_term) = (&client, &run_term);
     let term = |leadership: leader::Term| async move {
-        let mut watches = Watches::new(client, metrics, namespace, name, None);
+        let mut watches = Watches::new(client, metrics, namespace, name, shard);
         watches.shared = Some(shared::Shared::default());
         run_term(&leadership, &watches).await;
     };
-    election.run(metrics, term).await
+    match shard {
+        Some(replica) => {
+            let kinds = &sharding.kinds;
+            sharding::run_sharded(replica, election, metrics, namespace, kinds, term).await
+        }
+        None => election.run(metrics, term).await,
+    }
 }
 
 /// What every term of a [`Runner`] runs with.

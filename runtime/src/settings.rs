@@ -124,6 +124,16 @@ impl Default for Webhooks {
     }
 }
 
+/// The flag of an operator generated with `sharding: true`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, clap::Args)]
+pub struct Sharding {
+    /// Split the primaries between the replicas (`SHARDING=true`): each holds a Lease of its
+    /// own, named by `--pod-name`, and reconciles the objects placed on it; the replica that
+    /// leads the operator's Lease also places them, whatever `--leader-election` says.
+    #[arg(long = "sharding", env = "SHARDING")]
+    pub on: bool,
+}
+
 /// The largest ConversionReview read unless told otherwise. The API server converts a whole
 /// list in one review, unpaginated, so this bounds which lists can be read in another version;
 /// the webhooks hold at most two such bodies at once (`conversion::Conversions`), and convert
@@ -214,6 +224,22 @@ mod tests {
         }
         if std::env::var_os("LEASE_SECONDS").is_none() {
             assert_eq!(flags.common.lease_seconds, crate::leader::LEASE_SECONDS);
+        }
+    }
+
+    #[test]
+    fn sharding_is_off_unless_the_flag_turns_it_on() {
+        #[derive(Debug, Parser)]
+        struct Sharded {
+            #[command(flatten)]
+            sharding: Sharding,
+        }
+        let flags = Sharded::try_parse_from(["operator", "--sharding"]).expect("valid flags");
+        assert!(flags.sharding.on);
+        assert!(!Sharding::default().on);
+        if std::env::var_os("SHARDING").is_none() {
+            let flags = Sharded::try_parse_from(["operator"]).expect("no flags");
+            assert!(!flags.sharding.on);
         }
     }
 

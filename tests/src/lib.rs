@@ -163,7 +163,7 @@ pub fn grid_cases() -> Vec<(String, String)> {
             "grid-generic-all-relations".to_owned(),
             format!(
                 "name: grid-generic-all-relations\nprimary:\n  generic: [Deployment, StatefulSet, ConfigMap]\n{relations}\
-                 webhooks: {{ validating: true }}\n"
+                 sharding: true\nwebhooks: {{ validating: true }}\n"
             ),
         ),
         (

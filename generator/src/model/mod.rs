@@ -145,6 +145,10 @@ pub struct Controller {
     /// Whether the operator can run sharded (`sharding: true`): replicas split the primaries
     /// by the labels a sharder writes, with the wiring in `operator_gen_runtime::sharding`.
     pub sharding: bool,
+    /// The labels the sharder writes on a primary, named after the crate (the ring), for the
+    /// README: the shard that reconciles it, and a request to let it go.
+    pub shard_label: Text,
+    pub drain_label: Text,
     /// Whether the operator watches only its own namespace, granted by a Role rather than a
     /// ClusterRole.
     pub namespace_scoped: bool,
@@ -243,7 +247,6 @@ pub fn analyze(
         manifest.sample.as_ref(),
         &mut modules,
     )?;
-    check_shape(manifest, facts.archetype, &bad)?;
     let crate_name = crate_name(manifest, &facts.primary, &bad)?;
     let resolved = relations::resolve(manifest, related_crds, &facts.primary, &mut modules, &bad)?;
     let scope = policy::scope(manifest, &facts.primary, &resolved, &bad)?;
@@ -321,24 +324,6 @@ pub fn analyze(
     })
 }
 
-/// Refuses what the archetype cannot take: the sharder places objects of one kind.
-fn check_shape(
-    manifest: &Manifest,
-    archetype: Archetype,
-    bad: &dyn Fn(&str, String) -> Error,
-) -> Result<()> {
-    if archetype == Archetype::Generic && manifest.sharding {
-        return Err(bad(
-            "sharding",
-            "sharding is generated for an operator of one kind (a CRD, typed or dynamic, a \
-             built-in kind or a derived resource), whose sharder watches that kind; drop \
-             `sharding:` for a generic operator"
-                .to_owned(),
-        ));
-    }
-    Ok(())
-}
-
 /// The crate's name: the manifest's, or one made from the primary's kind.
 fn crate_name(
     manifest: &Manifest,
@@ -412,6 +397,8 @@ fn controller(
         // Each kind's controller lists its primaries and its children.
         cached_kinds: primary.kinds.len().max(1) + resolved.owns.len(),
         sharding: manifest.sharding,
+        shard_label: Text::new(format!("shard.operator-gen.io/{crate_name}")),
+        drain_label: Text::new(format!("drain.operator-gen.io/{crate_name}")),
         namespace_scoped: scope == manifest::Scope::Namespace,
     })
 }

@@ -884,7 +884,7 @@ fn a_dynamic_primary_takes_relations_and_sharding_as_a_typed_one_does() {
 }
 
 #[test]
-fn a_generic_primary_takes_relations_and_a_namespace_scope_but_refuses_sharding() {
+fn a_generic_primary_takes_relations_a_namespace_scope_and_sharding() {
     let kinds = ["Deployment", "ConfigMap"].map(|k| k8s_catalog::find(k).expect("built in"));
     let generic = |manifest: &str| {
         let manifest = Manifest::parse("operator.yaml", manifest).expect("a manifest");
@@ -897,9 +897,23 @@ fn a_generic_primary_takes_relations_and_a_namespace_scope_but_refuses_sharding(
             CommandFlags::default(),
         )
     };
-    let error = generic("sharding: true").expect_err("a generic primary is several kinds");
-    let error = error.to_string();
-    assert!(error.contains("field `sharding`"), "{error}");
+    let sharded = generic("sharding: true")
+        .expect("one ring for every kind")
+        .operator;
+    assert!(sharded.controller.sharding);
+    let patched: Vec<&str> = sharded
+        .deploy
+        .rbac
+        .iter()
+        .filter(|rule| rule.verbs.iter().any(|verb| verb.0 == "patch"))
+        .map(|rule| rule.resource.raw())
+        .filter(|resource| *resource != "events")
+        .collect();
+    assert_eq!(
+        patched,
+        ["configmaps", "deployments"],
+        "each kind's labels are written"
+    );
     let related = generic("owns: [{kind: Secret}]\nexternal: [{name: registry}]");
     let operator = related.expect("relations on a generic primary").operator;
     assert_eq!(operator.relations.owns.len(), 1);

@@ -1,25 +1,24 @@
-//! The sharder as a task: it watches the ring's Leases and the metadata of every object of one
-//! kind, feeds them to a [`Sharder`], and writes the labels it asks for.
+//! The sharder as a task: it watches the ring's Leases and the metadata of every object of the
+//! kinds it places, feeds them to a [`Sharder`], and writes the labels it asks for.
 //!
 //! It runs on one replica at a time (the leader of the usual election). Objects are watched as
 //! metadata only, so the sharder holds no spec or status; while the Leases' watch is failing,
 //! or silent for longer than a Lease, it moves nothing, because it cannot tell replicas that
 //! stopped from an API server it cannot reach.
 
-use std::{collections::BTreeSet, fmt::Debug, future::Future, time::Duration};
+use std::{collections::BTreeSet, future::Future, time::Duration};
 
 use futures::{FutureExt, StreamExt, stream};
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::{
-    Api, Client, Resource,
-    api::{DeleteParams, Patch, PatchParams, Preconditions},
-    core::{PartialObjectMeta, Request},
+    Api, Client,
+    api::{ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, Preconditions},
+    core::PartialObjectMeta,
     runtime::watcher::{self, Event, watcher},
 };
-use serde::de::DeserializeOwned;
 use tokio::time::Instant;
 
-use super::{Error, Labels, RING_LABEL, Relabel, Sharder};
+use super::{Error, Labels, ObjectId, RING_LABEL, Relabel, Sharder};
 use crate::backoff::RetryExt;
 
 /// How many label writes the sharder has in flight at once: enough that assigning thousands of
@@ -29,21 +28,26 @@ const CONCURRENT_WRITES: usize = 16;
 /// How long the sharder waits before it retries writes the API server failed.
 const RETRY: Duration = Duration::from_secs(1);
 
-/// Runs the sharder of the ring `ring` over the objects of kind `K` in `objects_namespace` (in
+/// An object's metadata, as the sharder watches every kind.
+type Meta = PartialObjectMeta<DynamicObject>;
+
+/// Runs the sharder of the ring `ring` over the objects of `kinds` in `objects_namespace` (in
 /// every namespace with `None`), the ring's Leases being in `lease_namespace`, until `stop`
-/// resolves.
-pub async fn run<K>(
+/// resolves. The objects of every kind are placed on the same shards.
+pub async fn run(
     client: Client,
     ring: &str,
     lease_namespace: &str,
     objects_namespace: Option<&str>,
+    kinds: &[ApiResource],
     stop: impl Future<Output = ()>,
-) -> Result<(), Error>
-where
-    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
-{
+) -> Result<(), Error> {
     let labels = Labels::new(ring)?;
-    let mut sharder = Sharder::new(labels, &K::group(&()), &K::kind(&()));
+    let keys: Vec<(&str, &str)> = kinds
+        .iter()
+        .map(|kind| (kind.group.as_str(), kind.kind.as_str()))
+        .collect();
+    let mut sharder = Sharder::new(labels, &keys);
     let lease_api = Api::<Lease>::namespaced(client.clone(), lease_namespace);
     let leases = watcher(
         lease_api.clone(),
@@ -56,11 +60,11 @@ where
     if let Some(namespace) = objects_namespace {
         objects_config = objects_config.fields(&format!("metadata.namespace={namespace}"));
     }
-    let objects = watcher(
-        Api::<PartialObjectMeta<K>>::all(client.clone()),
-        objects_config,
-    )
-    .retried();
+    let objects = stream::select_all(kinds.iter().enumerate().map(|(index, kind)| {
+        let api = Api::<Meta>::all_with(client.clone(), kind);
+        let events = watcher(api, objects_config.clone()).retried();
+        events.map(move |event| (index, event)).boxed()
+    }));
     tokio::pin!(leases, objects, stop);
     let mut state = Watches::default();
     let mut retry_at: Option<Instant> = None;
@@ -78,7 +82,7 @@ where
                 drain_ready(&mut leases, &mut state, &mut sharder);
                 state.decide(&mut sharder)
             }
-            Some(event) = objects.next() => state.object_event(&mut sharder, event),
+            Some((kind, event)) = objects.next() => state.object_event(&mut sharder, kind, event),
             () = sleep_until(wake) => {
                 // Every renewal already received is read before any Lease is judged expired:
                 // the sharder may have been writing while they came.
@@ -98,7 +102,7 @@ where
         };
         let takeovers = state.takeovers(&sharder, Instant::now());
         let writing = Instant::now();
-        let written = write::<K>(&client, relabels).await;
+        let written = write(&client, kinds, relabels).await;
         let taken = take_over(&lease_api, takeovers).await;
         state.wrote_for(writing.elapsed());
         if !(taken && written) {
@@ -149,8 +153,9 @@ struct Watches {
     /// Whether the Leases' watch is listing (between `Init` and `InitDone`).
     listing_leases: bool,
     /// The Leases and objects a relist has shown so far, to forget the rest when it is done.
+    /// Each kind's watch lists on its own.
     listed_leases: BTreeSet<String>,
-    listed_objects: BTreeSet<(Option<String>, String)>,
+    listed_objects: BTreeSet<ObjectId>,
 }
 
 impl Watches {
@@ -277,10 +282,11 @@ impl Watches {
         }
     }
 
-    fn object_event<K>(
+    fn object_event(
         &mut self,
         sharder: &mut Sharder,
-        event: Result<Event<PartialObjectMeta<K>>, watcher::Error>,
+        kind: usize,
+        event: Result<Event<Meta>, watcher::Error>,
     ) -> Vec<Relabel> {
         match event {
             Err(error) => {
@@ -288,22 +294,23 @@ impl Watches {
                 Vec::new()
             }
             Ok(Event::Init) => {
-                self.listed_objects.clear();
+                self.listed_objects.retain(|(listed, _, _)| *listed != kind);
                 Vec::new()
             }
             Ok(Event::InitApply(object)) => {
                 let meta = &object.metadata;
                 if let Some(name) = &meta.name {
                     self.listed_objects
-                        .insert((meta.namespace.clone(), name.clone()));
+                        .insert((kind, meta.namespace.clone(), name.clone()));
                 }
                 // Written once the list is done, when the Leases may also be known.
-                sharder.object_applied(meta);
+                sharder.object_applied(kind, meta);
                 Vec::new()
             }
             Ok(Event::InitDone) => {
-                let listed = std::mem::take(&mut self.listed_objects);
-                sharder.retain_objects(|key| listed.contains(key));
+                let listed = &mut self.listed_objects;
+                sharder.retain_objects(|key| key.0 != kind || listed.contains(key));
+                listed.retain(|(listed, _, _)| *listed != kind);
                 if self.leases_current {
                     sharder.pending()
                 } else {
@@ -311,15 +318,15 @@ impl Watches {
                 }
             }
             Ok(Event::Apply(object)) if self.leases_current => sharder
-                .object_applied(&object.metadata)
+                .object_applied(kind, &object.metadata)
                 .into_iter()
                 .collect(),
             Ok(Event::Apply(object)) => {
-                sharder.object_applied(&object.metadata);
+                sharder.object_applied(kind, &object.metadata);
                 Vec::new()
             }
             Ok(Event::Delete(object)) => {
-                sharder.object_deleted(&object.metadata);
+                sharder.object_deleted(kind, &object.metadata);
                 Vec::new()
             }
         }
@@ -351,45 +358,39 @@ async fn take_over(leases: &Api<Lease>, takeovers: Vec<(String, String)>) -> boo
     ok
 }
 
-/// Writes `relabels`, a few at a time; whether all were written or refused as stale (a newer
-/// version of the object is on its way to the sharder, which decides again then).
-async fn write<K>(client: &Client, relabels: Vec<Relabel>) -> bool
-where
-    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
-{
+/// Writes `relabels` to the objects of `kinds`, a few at a time; whether all were written or
+/// refused as stale (a newer version of the object is on its way to the sharder, which decides
+/// again then).
+async fn write(client: &Client, kinds: &[ApiResource], relabels: Vec<Relabel>) -> bool {
     if relabels.is_empty() {
         return true;
     }
     let written: Vec<bool> = stream::iter(relabels)
-        .map(|relabel| write_one::<K>(client, relabel))
+        .map(|relabel| write_one(client, kinds, relabel))
         .buffer_unordered(CONCURRENT_WRITES)
         .collect()
         .await;
     written.into_iter().all(|ok| ok)
 }
 
-async fn write_one<K>(client: &Client, relabel: Relabel) -> bool
-where
-    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
-{
-    let url = K::url_path(&(), relabel.namespace.as_deref());
-    let request = match Request::new(url).patch_metadata(
-        &relabel.name,
-        &PatchParams::default(),
-        &Patch::Merge(&relabel.patch),
-    ) {
-        Ok(request) => request,
-        Err(error) => {
-            tracing::warn!(%error, name = %relabel.name, "could not build a label write");
-            return true;
-        }
+async fn write_one(client: &Client, kinds: &[ApiResource], relabel: Relabel) -> bool {
+    let Some(kind) = kinds.get(relabel.kind) else {
+        return true;
     };
-    match client.request::<PartialObjectMeta<K>>(request).await {
+    let api = match relabel.namespace.as_deref() {
+        Some(namespace) => Api::<DynamicObject>::namespaced_with(client.clone(), namespace, kind),
+        None => Api::<DynamicObject>::all_with(client.clone(), kind),
+    };
+    let patch = Patch::Merge(&relabel.patch);
+    match api
+        .patch_metadata(&relabel.name, &PatchParams::default(), &patch)
+        .await
+    {
         Ok(_) => true,
         // Stale (409) or gone (404): the watch brings the news, and the sharder decides again.
         Err(kube::Error::Api(status)) if matches!(status.code, 404 | 409) => true,
         Err(error) => {
-            tracing::warn!(%error, name = %relabel.name, "could not write a shard label");
+            tracing::warn!(%error, kind = %kind.kind, name = %relabel.name, "could not write a shard label");
             false
         }
     }
@@ -429,7 +430,8 @@ mod tests {
     /// that ring puts them.
     fn listed(at: Instant, objects: usize) -> (Watches, Sharder) {
         let mut state = Watches::default();
-        let mut sharder = Sharder::new(Labels::new("op").expect("a DNS label"), "", "ConfigMap");
+        let kinds = [("", "ConfigMap")];
+        let mut sharder = Sharder::new(Labels::new("op").expect("a DNS label"), &kinds);
         state.lease_event(&mut sharder, Ok(Event::Init), at);
         for name in ["op-a", "op-b"] {
             state.lease_event(&mut sharder, Ok(Event::InitApply(lease(name, 100))), at);
@@ -438,11 +440,9 @@ mod tests {
         state.decide(&mut sharder);
         for i in 0..objects {
             let name = format!("object-{i}");
-            let shard = sharder.shard_for(Some("default"), &name).map(str::to_owned);
-            assert_eq!(
-                sharder.object_applied(&placed(&name, shard.as_deref())),
-                None
-            );
+            let shard = sharder.shard_for(0, Some("default"), &name);
+            let object = placed(&name, shard.map(str::to_owned).as_deref());
+            assert_eq!(sharder.object_applied(0, &object), None);
         }
         (state, sharder)
     }
@@ -455,8 +455,9 @@ mod tests {
         // An object created meanwhile is tracked but not written while the view is stale.
         let later = start + Duration::from_secs(1);
         assert_eq!(
-            state.object_event::<k8s_openapi::api::core::v1::ConfigMap>(
+            state.object_event(
                 &mut sharder,
+                0,
                 Ok(Event::Apply(PartialObjectMeta {
                     types: None,
                     metadata: placed("new", None),

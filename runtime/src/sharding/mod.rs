@@ -44,7 +44,7 @@ pub use member::Member;
 pub use membership::{Fence, Membership};
 pub use replica::{Replica, run_sharded};
 pub use ring::{Assignment, ObjectKey, Ring, VIRTUAL_NODES};
-pub use sharder::{Relabel, Sharder};
+pub use sharder::{ObjectId, Relabel, Sharder};
 
 /// The label on every shard's Lease naming the operator (the ring) it is a member of; the
 /// sharder lists Leases by it.

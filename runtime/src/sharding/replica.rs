@@ -10,7 +10,7 @@ use std::future::Future;
 
 use kube::{
     Api, Resource, ResourceExt,
-    api::{Patch, PatchParams},
+    api::{ApiResource, Patch, PatchParams},
     runtime::watcher,
 };
 use serde::de::DeserializeOwned;
@@ -193,24 +193,18 @@ impl Replica {
 
 /// Runs `replica` until the operator is asked to stop: `term` reconciles its shard whenever its
 /// fence holds, and while it leads `election` (always campaigned for, whatever
-/// `--leader-election` says) it also runs the sharder that places the primaries of kind `K`,
+/// `--leader-election` says) it also runs the sharder that places the primaries of `kinds`,
 /// in `objects_namespace` or in every namespace, on the ring's shards. `metrics` follow the
 /// replica's terms; the sharder's leadership is logged, not served.
-pub async fn run_sharded<K, F, Fut>(
+pub async fn run_sharded<F, Fut>(
     replica: &Replica,
     election: Election,
     metrics: &Metrics,
     objects_namespace: Option<&str>,
+    kinds: &[ApiResource],
     term: F,
 ) -> Result<(), leader::Error>
 where
-    K: Resource<DynamicType = ()>
-        + Clone
-        + DeserializeOwned
-        + std::fmt::Debug
-        + Send
-        + Sync
-        + 'static,
     F: FnMut(leader::Term) -> Fut,
     Fut: Future<Output = ()>,
 {
@@ -220,11 +214,12 @@ where
     let sharder = election.run(&sharder_metrics, |term| {
         let client = replica.client.clone();
         async move {
-            let placed = super::run_sharder::<K>(
+            let placed = super::run_sharder(
                 client,
                 &replica.ring,
                 &replica.namespace,
                 objects_namespace,
+                kinds,
                 term.ended(),
             );
             if let Err(error) = placed.await {

@@ -1,6 +1,7 @@
-//! The sharder's state: the live shards and, for every object of one kind, where its labels
-//! place it. Events go in; the label writes that they call for come out. The watches that feed
-//! it and the writes it returns are the caller's, so all of its judgement is tested here.
+//! The sharder's state: the live shards and, for every object of the kinds it places, where
+//! its labels place it. Events go in; the label writes that they call for come out. The
+//! watches that feed it and the writes it returns are the caller's, so all of its judgement
+//! is tested here.
 
 use std::{collections::BTreeMap, time::Duration};
 
@@ -14,6 +15,8 @@ use super::{Assignment, Decision, Labels, Membership, ObjectKey, Placement, Ring
 /// on the `resourceVersion` it was decided on.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Relabel {
+    /// The object's kind: its index among the sharder's kinds.
+    pub kind: usize,
     /// The object's namespace; `None` when it is cluster-scoped.
     pub namespace: Option<String>,
     /// The object's name.
@@ -30,25 +33,32 @@ struct Tracked {
     resource_version: String,
 }
 
-/// The sharder of one kind of object in one ring.
+/// An object the sharder tracks: its kind (an index among the sharder's kinds), namespace and
+/// name.
+pub type ObjectId = (usize, Option<String>, String);
+
+/// The sharder of one ring: the objects of each of its kinds are placed on the same shards.
 #[derive(Debug)]
 pub struct Sharder {
     labels: Labels,
-    group: String,
-    kind: String,
+    /// Each kind's API group and kind, which the ring hashes with an object's name.
+    kinds: Vec<(String, String)>,
     membership: Membership,
     /// The ring over the shards that were live at the last [`Sharder::refresh`].
     ring: Ring,
-    objects: BTreeMap<(Option<String>, String), Tracked>,
+    objects: BTreeMap<ObjectId, Tracked>,
 }
 
 impl Sharder {
-    /// The sharder of objects of `group` and `kind`, placing them with `labels`.
-    pub fn new(labels: Labels, group: &str, kind: &str) -> Self {
+    /// The sharder of the objects of `kinds` (each a group and a kind, known afterwards by its
+    /// index here), placing them with `labels`.
+    pub fn new(labels: Labels, kinds: &[(&str, &str)]) -> Self {
         Self {
             labels,
-            group: group.to_owned(),
-            kind: kind.to_owned(),
+            kinds: kinds
+                .iter()
+                .map(|(group, kind)| ((*group).to_owned(), (*kind).to_owned()))
+                .collect(),
             membership: Membership::default(),
             ring: Ring::default(),
             objects: BTreeMap::new(),
@@ -121,8 +131,8 @@ impl Sharder {
     pub fn pending(&self) -> Vec<Relabel> {
         self.objects
             .iter()
-            .filter_map(|((namespace, name), tracked)| {
-                self.relabel(namespace.as_deref(), name, tracked)
+            .filter_map(|((kind, namespace, name), tracked)| {
+                self.relabel(*kind, namespace.as_deref(), name, tracked)
             })
             .collect()
     }
@@ -133,14 +143,14 @@ impl Sharder {
         self.membership.retain(listed);
     }
 
-    /// Keeps only the objects (namespace and name) for which `listed` holds: after a relist,
-    /// those not listed were deleted while the watch was away.
-    pub fn retain_objects(&mut self, listed: impl Fn(&(Option<String>, String)) -> bool) {
+    /// Keeps only the objects for which `listed` holds: after a relist of a kind, those of it
+    /// not listed were deleted while its watch was away.
+    pub fn retain_objects(&mut self, listed: impl Fn(&ObjectId) -> bool) {
         self.objects.retain(|key, _| listed(key));
     }
 
-    /// An object as its watch saw it; the write that places it, if it needs one.
-    pub fn object_applied(&mut self, meta: &ObjectMeta) -> Option<Relabel> {
+    /// An object of `kind` as its watch saw it; the write that places it, if it needs one.
+    pub fn object_applied(&mut self, kind: usize, meta: &ObjectMeta) -> Option<Relabel> {
         let name = meta.name.clone()?;
         let tracked = Tracked {
             placement: self
@@ -148,45 +158,58 @@ impl Sharder {
                 .placement(meta.labels.as_ref().unwrap_or(&BTreeMap::new())),
             resource_version: meta.resource_version.clone().unwrap_or_default(),
         };
-        let relabel = self.relabel(meta.namespace.as_deref(), &name, &tracked);
-        self.objects.insert((meta.namespace.clone(), name), tracked);
+        let relabel = self.relabel(kind, meta.namespace.as_deref(), &name, &tracked);
+        self.objects
+            .insert((kind, meta.namespace.clone(), name), tracked);
         relabel
     }
 
-    /// An object was deleted.
-    pub fn object_deleted(&mut self, meta: &ObjectMeta) {
+    /// An object of `kind` was deleted.
+    pub fn object_deleted(&mut self, kind: usize, meta: &ObjectMeta) {
         if let Some(name) = &meta.name {
-            self.objects.remove(&(meta.namespace.clone(), name.clone()));
+            self.objects
+                .remove(&(kind, meta.namespace.clone(), name.clone()));
         }
     }
 
-    /// The write that `tracked` needs on the current ring, if any.
-    fn relabel(&self, namespace: Option<&str>, name: &str, tracked: &Tracked) -> Option<Relabel> {
-        let key = ObjectKey {
-            group: &self.group,
-            kind: &self.kind,
+    /// The key the ring places an object of `kind` by.
+    fn key<'a>(&'a self, kind: usize, namespace: Option<&'a str>, name: &'a str) -> ObjectKey<'a> {
+        let (group, kind) = self
+            .kinds
+            .get(kind)
+            .map_or(("", ""), |(group, kind)| (group.as_str(), kind.as_str()));
+        ObjectKey {
+            group,
+            kind,
             namespace,
             name,
-        };
+        }
+    }
+
+    /// The write that `tracked`, of `kind`, needs on the current ring, if any.
+    fn relabel(
+        &self,
+        kind: usize,
+        namespace: Option<&str>,
+        name: &str,
+        tracked: &Tracked,
+    ) -> Option<Relabel> {
+        let key = self.key(kind, namespace, name);
         let shards = self.ring.shards();
         let live = |shard: &str| shards.binary_search_by(|s| s.as_str().cmp(shard)).is_ok();
         let decision = Decision::for_object(&tracked.placement, &key, &self.ring, live);
         let patch = decision.patch(&self.labels, &tracked.resource_version)?;
         Some(Relabel {
+            kind,
             namespace: namespace.map(str::to_owned),
             name: name.to_owned(),
             patch,
         })
     }
 
-    /// Where the ring puts an object, for tests and logs.
-    pub fn shard_for(&self, namespace: Option<&str>, name: &str) -> Option<&str> {
-        self.ring.shard_for(&ObjectKey {
-            group: &self.group,
-            kind: &self.kind,
-            namespace,
-            name,
-        })
+    /// Where the ring puts an object of `kind`, for tests and logs.
+    pub fn shard_for(&self, kind: usize, namespace: Option<&str>, name: &str) -> Option<&str> {
+        self.ring.shard_for(&self.key(kind, namespace, name))
     }
 }
 
@@ -201,13 +224,13 @@ mod tests {
 
     const SHARD: &str = "shard.operator-gen.io/op";
     const DRAIN: &str = "drain.operator-gen.io/op";
+    /// The sharder's kinds, by index.
+    const WIDGET: usize = 0;
+    const GADGET: usize = 1;
 
     fn sharder() -> Sharder {
-        Sharder::new(
-            Labels::new("op").expect("a DNS label"),
-            "example.com",
-            "Widget",
-        )
+        let kinds = [("example.com", "Widget"), ("example.com", "Gadget")];
+        Sharder::new(Labels::new("op").expect("a DNS label"), &kinds)
     }
 
     /// Widget `name` at `version`, labelled `labels`.
@@ -257,7 +280,11 @@ mod tests {
                 };
             }
             object.resource_version = Some((version + 1).to_string());
-            assert_eq!(sharder.object_applied(object), None, "settled once written");
+            assert_eq!(
+                sharder.object_applied(WIDGET, object),
+                None,
+                "settled once written"
+            );
         }
     }
 
@@ -269,7 +296,7 @@ mod tests {
             .collect();
         let first: Vec<Relabel> = objects
             .values()
-            .filter_map(|object| sharder.object_applied(object))
+            .filter_map(|object| sharder.object_applied(WIDGET, object))
             .collect();
         apply(sharder, &mut objects, first);
         objects
@@ -283,12 +310,13 @@ mod tests {
     fn objects_seen_before_any_shard_is_live_are_assigned_once_one_is() {
         let now = Instant::now();
         let mut sharder = sharder();
-        assert_eq!(sharder.object_applied(&widget("a", 1, &[])), None);
+        assert_eq!(sharder.object_applied(WIDGET, &widget("a", 1, &[])), None);
         sharder.lease_applied(&lease("op-1", 100), now);
         let relabels = sharder.refresh();
         assert_eq!(
             relabels,
             [Relabel {
+                kind: WIDGET,
                 namespace: Some("default".into()),
                 name: "a".into(),
                 patch: json!({"metadata": {"resourceVersion": "1", "labels": {SHARD: "op-1", DRAIN: null}}}),
@@ -310,7 +338,7 @@ mod tests {
         let drains = sharder.refresh();
         let moving: Vec<String> = objects
             .keys()
-            .filter(|name| sharder.shard_for(Some("default"), name) == Some("op-2"))
+            .filter(|name| sharder.shard_for(WIDGET, Some("default"), name) == Some("op-2"))
             .cloned()
             .collect();
         assert!(!moving.is_empty());
@@ -335,7 +363,7 @@ mod tests {
             let object = objects.get_mut(name).expect("known");
             object.labels = Some(BTreeMap::new());
             object.resource_version = Some("10".into());
-            let relabel = sharder.object_applied(object).expect("assigned");
+            let relabel = sharder.object_applied(WIDGET, object).expect("assigned");
             assert_eq!(relabel.patch["metadata"]["labels"][SHARD], "op-2");
         }
     }
@@ -391,7 +419,7 @@ mod tests {
         sharder.lease_applied(&lease("op-2", 100), start);
         sharder.refresh();
         for name in names(50) {
-            sharder.object_applied(&widget(&name, 1, &[]));
+            sharder.object_applied(WIDGET, &widget(&name, 1, &[]));
         }
         // The watch failed for 60 s, then listed both Leases again, unrenewed.
         let back = start + Duration::from_secs(60);
@@ -407,8 +435,8 @@ mod tests {
         let now = Instant::now();
         let mut sharder = sharder();
         let object = widget("a", 1, &[]);
-        sharder.object_applied(&object);
-        sharder.object_deleted(&object);
+        sharder.object_applied(WIDGET, &object);
+        sharder.object_deleted(WIDGET, &object);
         assert_eq!(sharder.objects(), 0);
         sharder.lease_applied(&lease("op-1", 100), now);
         assert!(sharder.refresh().is_empty());
@@ -420,10 +448,10 @@ mod tests {
         let mut sharder = sharder();
         sharder.lease_applied(&lease("op-1", 100), now);
         sharder.lease_applied(&lease("op-2", 100), now);
-        sharder.object_applied(&widget("a", 1, &[]));
-        sharder.object_applied(&widget("b", 1, &[]));
+        sharder.object_applied(WIDGET, &widget("a", 1, &[]));
+        sharder.object_applied(WIDGET, &widget("b", 1, &[]));
         sharder.retain_leases(|name| name == "op-1");
-        sharder.retain_objects(|(_, name)| name == "b");
+        sharder.retain_objects(|(_, _, name)| name == "b");
         sharder.refresh();
         assert_eq!(sharder.shards(), ["op-1"]);
         let pending: Vec<String> = sharder.pending().into_iter().map(|r| r.name).collect();
@@ -437,12 +465,55 @@ mod tests {
         sharder.lease_applied(&lease("op-1", 100), now);
         sharder.lease_applied(&lease("op-2", 100), now);
         sharder.refresh();
-        sharder.object_applied(&widget("a", 3, &[(SHARD, "op-2")]));
-        sharder.object_applied(&widget("b", 3, &[(SHARD, "op-1")]));
+        sharder.object_applied(WIDGET, &widget("a", 3, &[(SHARD, "op-2")]));
+        sharder.object_applied(WIDGET, &widget("b", 3, &[(SHARD, "op-1")]));
         sharder.lease_deleted("op-2");
         let moves = sharder.refresh();
         assert_eq!(moves.len(), 1);
         assert_eq!(moves[0].name, "a");
         assert_eq!(moves[0].patch["metadata"]["labels"][SHARD], "op-1");
+    }
+
+    #[test]
+    fn objects_of_each_kind_are_placed_on_one_ring_each_by_its_own_key() {
+        let now = Instant::now();
+        let mut sharder = sharder();
+        for shard in ["op-1", "op-2", "op-3"] {
+            sharder.lease_applied(&lease(shard, 100), now);
+        }
+        sharder.refresh();
+        let names = names(100);
+        let placed = |sharder: &mut Sharder, kind| -> Vec<String> {
+            names
+                .iter()
+                .map(|name| {
+                    let relabel = sharder.object_applied(kind, &widget(name, 1, &[]));
+                    let relabel = relabel.expect("placed");
+                    assert_eq!(relabel.kind, kind, "written as the kind it was seen as");
+                    let shard = &relabel.patch["metadata"]["labels"][SHARD];
+                    shard.as_str().expect("a shard").to_owned()
+                })
+                .collect()
+        };
+        let widgets = placed(&mut sharder, WIDGET);
+        let gadgets = placed(&mut sharder, GADGET);
+        assert_eq!(
+            sharder.objects(),
+            200,
+            "a widget and a gadget of one name are two"
+        );
+        assert_ne!(widgets, gadgets, "the kind is part of the key");
+        for shard in ["op-1", "op-2", "op-3"] {
+            assert!(
+                gadgets.iter().any(|s| s == shard),
+                "{shard} holds gadgets too"
+            );
+        }
+        sharder.object_deleted(GADGET, &widget(&names[0], 1, &[]));
+        assert_eq!(sharder.objects(), 199, "only the gadget is gone");
+        sharder.retain_objects(|(kind, _, _)| *kind == WIDGET);
+        let pending = sharder.pending();
+        assert!(pending.iter().all(|relabel| relabel.kind == WIDGET));
+        assert_eq!(pending.len(), 100, "the widgets were seen, never written");
     }
 }

@@ -22,7 +22,7 @@ use futures::{StreamExt, TryStreamExt, stream};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube::{
     Api, Client, ResourceExt,
-    api::{DeleteParams, ListParams, ObjectMeta, Patch, PatchParams, PostParams},
+    api::{ApiResource, DeleteParams, ListParams, ObjectMeta, Patch, PatchParams, PostParams},
     runtime::watcher::{self, Event, watcher},
 };
 use operator_gen_runtime::{
@@ -238,9 +238,8 @@ impl Protocol {
         let (shutdown, trigger) = Shutdown::manual();
         let client = self.client.clone();
         let task = tokio::spawn(async move {
-            let stop = shutdown.requested();
-            if let Err(error) = run_sharder::<ConfigMap>(client, RING, RING, Some(RING), stop).await
-            {
+            let (stop, kinds) = (shutdown.requested(), [ApiResource::erase::<ConfigMap>(&())]);
+            if let Err(error) = run_sharder(client, RING, RING, Some(RING), &kinds, stop).await {
                 eprintln!("the sharder stopped: {error}");
             }
         });
