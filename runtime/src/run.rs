@@ -707,6 +707,58 @@ mod tests {
         )
     }
 
+    /// A context of one kind, as a generic operator holds one per kind: its lifecycle.
+    struct KindContext<K: Resource<DynamicType = ()>>(Lifecycle<K>);
+
+    impl<K: Resource<DynamicType = ()>> AsRef<Lifecycle<K>> for KindContext<K> {
+        fn as_ref(&self) -> &Lifecycle<K> {
+            &self.0
+        }
+    }
+
+    fn kind_context<K: Watched + Serialize>(client: &Client) -> KindContext<K> {
+        let metrics = Arc::new(Metrics::new(ReadyWhen::WatchesListed(2)));
+        let recorder = crate::lifecycle::recorder(client.clone(), OPTIONS.name, None);
+        let backoff = crate::failures::Backoff {
+            base: Duration::from_secs(1),
+            max: Duration::from_secs(10),
+        };
+        KindContext(Lifecycle::new(metrics, recorder, backoff))
+    }
+
+    #[tokio::test]
+    async fn the_kinds_that_join_a_sharding_share_one_replica_and_one_sharder() {
+        let client = crate::testing::offline_client();
+        let (pods, config_maps) = (kind_context::<Pod>(&client), kind_context(&client));
+        let unnamed = Common::default();
+        let off = Sharding::new(&client, OPTIONS.name, "ops", &unnamed, false);
+        let off = off.expect("no name needed").join(&pods).join(&config_maps);
+        assert!(off.replica.is_none() && off.kinds.is_empty());
+        assert!(
+            pods.0.shard().is_none(),
+            "unsharded, its reconciles run as ever"
+        );
+        let refused = Sharding::new(&client, OPTIONS.name, "ops", &unnamed, true);
+        assert!(matches!(refused, Err(sharding::Error::Unnamed)));
+
+        let named = Common {
+            pod_name: Some("widget-0".to_owned()),
+            ..Common::default()
+        };
+        let on = Sharding::new(&client, OPTIONS.name, "ops", &named, true).expect("named");
+        let on = on.join(&pods).join::<ConfigMap, _>(&config_maps);
+        let kinds: Vec<&str> = on.kinds.iter().map(|kind| kind.kind.as_str()).collect();
+        assert_eq!(kinds, ["Pod", "ConfigMap"], "the sharder places both");
+        let shards = [pods.0.shard(), config_maps.0.shard()].map(|s| s.map(Replica::name));
+        assert_eq!(shards, [Some("widget-0"); 2]);
+        let replica = on.replica.as_deref().expect("sharded");
+        let held = pods
+            .0
+            .shard()
+            .is_some_and(|shard| std::ptr::eq(shard, replica));
+        assert!(held, "one replica, one Lease, one fence for every kind");
+    }
+
     #[tokio::test]
     async fn an_object_is_written_in_its_own_namespace_or_cluster_wide_by_its_scope() {
         let client = crate::testing::offline_client();

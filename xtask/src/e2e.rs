@@ -484,7 +484,10 @@ impl Suite {
             ));
             if self.manifest.sharding {
                 checks.push((
-                    "sharded: replicas split 1,000 primaries, one joins, one is killed; none reconciled by two at once",
+                    match self.other_kinds().next() {
+                        None => "sharded: replicas split 1,000 primaries, one joins, one is killed; none reconciled by two at once",
+                        Some(_) => "sharded: replicas split 1,000 primaries, one joins, one is killed; none reconciled by two at once; the other kinds split on the same replicas",
+                    },
                     Self::sharded,
                 ));
             }

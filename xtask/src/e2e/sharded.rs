@@ -1,7 +1,8 @@
 //! A generated operator run sharded (`sharding: true` in its manifest, `--sharding` at run
 //! time) on the real API server: replicas split [`MANY`] primaries, a replica joins, one is
 //! killed, and the log lines of every reconcile prove that no object was reconciled by two
-//! replicas at once.
+//! replicas at once. A generic operator goes through all of that with its first kind, and
+//! then places [`FEW`] objects of each other kind on the same replicas.
 //!
 //! The intervals come from the runtime's `reconcile ended` debug line (name, namespace,
 //! duration, and the line's own timestamp as the end), not from annotations, which would add
@@ -22,6 +23,8 @@ use super::{LEASE_SECONDS, RECOVERY, Suite};
 const REPLICAS: [&str; 3] = ["shard-a", "shard-b", "shard-c"];
 /// How many primaries the replicas split.
 const MANY: usize = 1_000;
+/// How many objects of each other kind of a generic operator the surviving replicas split.
+const FEW: usize = 100;
 /// The label on the primaries this check creates, so it deletes them in one request.
 const MANY_LABEL: &str = "e2e.operator-gen.kube.rs/sharded";
 /// How long a dead replica's objects may wait for a live shard, beyond its Lease: the sharder
@@ -50,26 +53,66 @@ impl Suite {
         let checked = self.shards_split_and_move();
         // While the replicas still run, so that they release the finalizers.
         let deleted = self.delete_sharded();
+        let others = match (&checked, &deleted) {
+            (Ok(live), Ok(())) => self.other_kinds_on_the_ring(live),
+            _ => Ok(()),
+        };
         self.patience = patience;
         for replica in REPLICAS {
             self.stop(replica);
         }
         self.start("main", false)?;
-        checked.and(deleted)
+        checked.and(deleted).and(others)
     }
 
-    fn shards_split_and_move(&mut self) -> Result<()> {
-        self.start_shard(REPLICAS[0])?;
-        self.start_shard(REPLICAS[1])?;
+    /// Places [`FEW`] objects of each of a generic operator's other kinds on the `live`
+    /// replicas, which split the first kind's: every object and its child on one of them, each
+    /// replica caching exactly its share, and every replica given some.
+    fn other_kinds_on_the_ring(&mut self, live: &[&'static str]) -> Result<()> {
+        let kinds: Vec<String> = self.other_kinds().cloned().collect();
+        for kind in kinds {
+            let first = self.swap_primary(super::Primary::builtin(&self.name, &kind)?);
+            let placed = self.placed_few(live);
+            self.swap_primary(first);
+            placed.with_context(|| format!("through a {kind}"))?;
+        }
+        Ok(())
+    }
+
+    fn placed_few(&mut self, live: &[&'static str]) -> Result<()> {
         let created = Instant::now();
-        let objects: Vec<Value> = (0..MANY)
+        self.create_many(FEW)?;
+        self.settled_with(live, FEW)?;
+        let spread = self.placement()?.per_shard;
+        println!(
+            "    {FEW} of kind {} placed on the same shards in {:.1?}: {spread:?}",
+            self.kind,
+            created.elapsed()
+        );
+        let deleted = self.delete_sharded();
+        if let Some(idle) = live.iter().find(|r| !spread.contains_key(**r)) {
+            bail!("{idle} was given no {}: {spread:?}", self.kind);
+        }
+        deleted
+    }
+
+    /// Creates `count` primaries of this check, labelled so that one request deletes them.
+    fn create_many(&self, count: usize) -> Result<()> {
+        let objects: Vec<Value> = (0..count)
             .map(|index| {
                 let mut object = self.primary_object(&format!("sharded-{index}"));
                 object["metadata"]["labels"] = json!({ MANY_LABEL: "true" });
                 object
             })
             .collect();
-        self.create_all(objects)?;
+        self.create_all(objects)
+    }
+
+    fn shards_split_and_move(&mut self) -> Result<Vec<&'static str>> {
+        self.start_shard(REPLICAS[0])?;
+        self.start_shard(REPLICAS[1])?;
+        let created = Instant::now();
+        self.create_many(MANY)?;
         self.settled_on(&REPLICAS[..2])?;
         println!(
             "    {MANY} primaries created and reconciled on 2 shards, children following, in {:.1?}",
@@ -137,7 +180,8 @@ impl Suite {
             .find(|r| *r != sharder)
             .context("no survivor besides the sharder")?;
         self.renewals_cut(cut, &sharder, &survivors)?;
-        self.no_overlap()
+        self.no_overlap()?;
+        Ok(survivors)
     }
 
     /// Refuses `victim`'s Lease renewals (by RBAC: the process runs on and keeps its watches):
@@ -314,12 +358,17 @@ impl Suite {
     /// same label, and each replica's cache of the primary holds exactly the primaries placed
     /// on it.
     fn settled_on(&self, live: &[&str]) -> Result<()> {
+        self.settled_with(live, MANY)
+    }
+
+    /// [`Suite::settled_on`], for `count` primaries of this check.
+    fn settled_with(&self, live: &[&str], count: usize) -> Result<()> {
         let cache = format!("operator_cache_objects{{kind=\"{}\"}}", self.kind);
         let mut last = String::new();
         let settled = self.eventually("the primaries to settle on the live shards", || {
             let placement = self.placement()?;
-            if placement.primaries.len() != MANY {
-                last = format!("{} of {MANY} primaries listed", placement.primaries.len());
+            if placement.primaries.len() != count {
+                last = format!("{} of {count} primaries listed", placement.primaries.len());
                 return Ok(false);
             }
             let astray = placement.primaries.iter().find(|(name, shard)| {
@@ -478,7 +527,8 @@ impl Suite {
     /// are gone, so that the next check's garbage collection does not queue behind theirs.
     fn delete_sharded(&self) -> Result<()> {
         let namespace = self.namespace.clone();
-        let owners = self.placement()?.children.len();
+        let placement = self.placement()?;
+        let (primaries, owners) = (placement.primaries.len(), placement.children.len());
         self.delete_labelled(MANY_LABEL)?;
         self.eventually("the sharded primaries to be deleted", || {
             let left = self.admin_json(&[
@@ -499,7 +549,7 @@ impl Suite {
             Ok(children == 0)
         })?;
         println!(
-            "    {MANY} primaries deleted; {owners} children collected {:.1?} after",
+            "    {primaries} primaries deleted; {owners} children collected {:.1?} after",
             deleted.elapsed()
         );
         Ok(())
