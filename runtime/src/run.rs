@@ -424,7 +424,7 @@ impl Sharding {
     }
 
     /// This replica of the operator `name`, as the settings name it (`--pod-name`), with its
-    /// Lease in `pod_namespace`, when `on` (`--sharding`); else [`Sharding::off`].
+    /// Lease in `pod_namespace`, when `flag` is on (`--sharding`); else [`Sharding::off`].
     ///
     /// # Errors
     /// When this replica has no name, or one that cannot be a label value.
@@ -433,9 +433,9 @@ impl Sharding {
         name: &str,
         pod_namespace: &str,
         common: &Common,
-        on: bool,
+        flag: &crate::settings::Sharding,
     ) -> Result<Self, sharding::Error> {
-        if !on {
+        if !flag.on {
             return Ok(Self::off());
         }
         let replica = Replica::from_settings(client.clone(), pod_namespace, name, common)?;
@@ -445,8 +445,8 @@ impl Sharding {
         })
     }
 
-    /// The same, with the objects of `K` placed on the ring too, and the reconciles of
-    /// `ctx`'s lifecycle kept to this replica's shard.
+    /// The same, with the objects of `K` placed on the ring too, once however often `K`
+    /// joins, and the reconciles of `ctx`'s lifecycle kept to this replica's shard.
     #[must_use]
     pub fn join<K, Ctx>(mut self, ctx: &Ctx) -> Self
     where
@@ -455,9 +455,22 @@ impl Sharding {
     {
         if let Some(replica) = &self.replica {
             lifecycle(ctx).join_shard(Arc::clone(replica));
-            self.kinds.push(ApiResource::erase::<K>(&()));
+            let kind = ApiResource::erase::<K>(&());
+            if !self.kinds.contains(&kind) {
+                self.kinds.push(kind);
+            }
         }
         self
+    }
+}
+
+impl Debug for Sharding {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let kinds: Vec<&str> = self.kinds.iter().map(|kind| kind.kind.as_str()).collect();
+        f.debug_struct("Sharding")
+            .field("shard", &self.replica.as_deref().map(Replica::name))
+            .field("kinds", &kinds)
+            .finish()
     }
 }
 
@@ -731,32 +744,36 @@ mod tests {
         let client = crate::testing::offline_client();
         let (pods, config_maps) = (kind_context::<Pod>(&client), kind_context(&client));
         let unnamed = Common::default();
-        let off = Sharding::new(&client, OPTIONS.name, "ops", &unnamed, false);
+        let [flag_off, flag_on] = [false, true].map(|on| crate::settings::Sharding { on });
+        let off = Sharding::new(&client, OPTIONS.name, "ops", &unnamed, &flag_off);
         let off = off.expect("no name needed").join(&pods).join(&config_maps);
         assert!(off.replica.is_none() && off.kinds.is_empty());
         assert!(
             pods.0.shard().is_none(),
             "unsharded, its reconciles run as ever"
         );
-        let refused = Sharding::new(&client, OPTIONS.name, "ops", &unnamed, true);
+        let refused = Sharding::new(&client, OPTIONS.name, "ops", &unnamed, &flag_on);
         assert!(matches!(refused, Err(sharding::Error::Unnamed)));
 
         let named = Common {
             pod_name: Some("widget-0".to_owned()),
             ..Common::default()
         };
-        let on = Sharding::new(&client, OPTIONS.name, "ops", &named, true).expect("named");
-        let on = on.join(&pods).join::<ConfigMap, _>(&config_maps);
-        let kinds: Vec<&str> = on.kinds.iter().map(|kind| kind.kind.as_str()).collect();
-        assert_eq!(kinds, ["Pod", "ConfigMap"], "the sharder places both");
-        let shards = [pods.0.shard(), config_maps.0.shard()].map(|s| s.map(Replica::name));
-        assert_eq!(shards, [Some("widget-0"); 2]);
+        let on = Sharding::new(&client, OPTIONS.name, "ops", &named, &flag_on).expect("named");
+        let on = on
+            .join(&pods)
+            .join::<ConfigMap, _>(&config_maps)
+            .join(&pods);
+        assert_eq!(
+            format!("{on:?}"),
+            r#"Sharding { shard: Some("widget-0"), kinds: ["Pod", "ConfigMap"] }"#,
+            "the sharder places both, each once"
+        );
         let replica = on.replica.as_deref().expect("sharded");
-        let held = pods
-            .0
-            .shard()
-            .is_some_and(|shard| std::ptr::eq(shard, replica));
-        assert!(held, "one replica, one Lease, one fence for every kind");
+        for shard in [pods.0.shard(), config_maps.0.shard()] {
+            let held = shard.is_some_and(|shard| std::ptr::eq(shard, replica));
+            assert!(held, "one replica, one Lease, one fence for every kind");
+        }
     }
 
     #[tokio::test]

@@ -136,8 +136,8 @@ const CLASHING_KINDS: &[&str] = &[
 ];
 
 /// Manifests the model accepts that no fixture covers, as (name, operator.yaml): every
-/// archetype that takes relations with owns, watches and external; one kind both owned and
-/// watched; and derived kinds named like what a crate defines or imports. Generated here
+/// archetype that takes relations with owns, watches and external, and a generic one sharded;
+/// one kind both owned and watched; and derived kinds named like what a crate defines or imports. Generated here
 /// rather than kept as fixtures, because a grid of snapshots would say nothing a reviewer
 /// reads; the compile test builds and tests them with the fixtures.
 pub fn grid_cases() -> Vec<(String, String)> {
@@ -163,7 +163,15 @@ pub fn grid_cases() -> Vec<(String, String)> {
             "grid-generic-all-relations".to_owned(),
             format!(
                 "name: grid-generic-all-relations\nprimary:\n  generic: [Deployment, StatefulSet, ConfigMap]\n{relations}\
-                 sharding: true\nwebhooks: {{ validating: true }}\n"
+                 webhooks: {{ validating: true }}\n"
+            ),
+        ),
+        (
+            // Sharded, so none of its kinds is also owned (the model refuses that).
+            "grid-generic-sharded".to_owned(),
+            format!(
+                "name: grid-generic-sharded\nprimary:\n  generic: [Deployment, StatefulSet]\n{relations}\
+                 sharding: true\n"
             ),
         ),
         (

@@ -249,6 +249,7 @@ pub fn analyze(
     )?;
     let crate_name = crate_name(manifest, &facts.primary, &bad)?;
     let resolved = relations::resolve(manifest, related_crds, &facts.primary, &mut modules, &bad)?;
+    check_sharding(manifest, &facts.primary, &resolved, &bad)?;
     let scope = policy::scope(manifest, &facts.primary, &resolved, &bad)?;
     let (namespace, own_namespace) =
         deploy_namespace(manifest, facts.archetype, &crate_name, scope, &bad)?;
@@ -322,6 +323,38 @@ pub fn analyze(
         origin: facts.origin,
         warnings,
     })
+}
+
+/// Refuses sharding where the sharder and an owner would both label one object: the sharder
+/// places each primary by its own key, and an owned child takes its owner's shard when it is
+/// applied, so a kind that is both would be relabelled by the two in turn for ever.
+fn check_sharding(
+    manifest: &Manifest,
+    primary: &Primary,
+    resolved: &relations::Resolved,
+    bad: &dyn Fn(&str, String) -> Error,
+) -> Result<()> {
+    if !manifest.sharding {
+        return Ok(());
+    }
+    let is_primary = |owned: &relations::Related| match primary.kinds.as_slice() {
+        [] => owned.group == primary.group && owned.kind == primary.kind,
+        kinds => kinds
+            .iter()
+            .any(|kind| kind.group == owned.group && kind.kind == owned.kind),
+    };
+    match resolved.owns.iter().find(|owned| is_primary(owned)) {
+        Some(owned) => Err(bad(
+            "sharding",
+            format!(
+                "{} is both a primary and owned: the sharder would place each one by its own \
+                 name while its owner's shard follows it when applied, and the two would \
+                 relabel it in turn; drop `sharding:`, or own another kind",
+                owned.kind.raw()
+            ),
+        )),
+        None => Ok(()),
+    }
 }
 
 /// The crate's name: the manifest's, or one made from the primary's kind.

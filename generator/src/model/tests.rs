@@ -914,6 +914,14 @@ fn a_generic_primary_takes_relations_a_namespace_scope_and_sharding() {
         ["configmaps", "deployments"],
         "each kind's labels are written"
     );
+    let twice = generic("sharding: true\nowns: [{kind: ConfigMap}]").expect_err("placed twice");
+    let error = twice.to_string();
+    assert!(error.contains("field `sharding`"), "{error}");
+    assert!(
+        error.contains("ConfigMap is both a primary and owned"),
+        "{error}"
+    );
+
     let related = generic("owns: [{kind: Secret}]\nexternal: [{name: registry}]");
     let operator = related.expect("relations on a generic primary").operator;
     assert_eq!(operator.relations.owns.len(), 1);

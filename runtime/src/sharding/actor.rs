@@ -82,7 +82,12 @@ pub async fn run(
                 drain_ready(&mut leases, &mut state, &mut sharder);
                 state.decide(&mut sharder)
             }
-            Some((kind, event)) = objects.next() => state.object_event(&mut sharder, kind, event),
+            Some((kind, event)) = objects.next() => {
+                if let (Err(error), Some(kind)) = (&event, kinds.get(kind)) {
+                    tracing::warn!(%error, kind = %kind.kind, "the sharded objects cannot be watched");
+                }
+                state.object_event(&mut sharder, kind, event)
+            }
             () = sleep_until(wake) => {
                 // Every renewal already received is read before any Lease is judged expired:
                 // the sharder may have been writing while they came.
@@ -129,7 +134,7 @@ async fn sleep_until(at: Option<Instant>) {
     }
 }
 
-/// What the sharder knows of its two watches.
+/// What the sharder knows of its watches: the Leases', and each kind's.
 #[derive(Default)]
 struct Watches {
     /// Whether the Leases' watch answered since it last failed: the membership is current.
@@ -289,10 +294,8 @@ impl Watches {
         event: Result<Event<Meta>, watcher::Error>,
     ) -> Vec<Relabel> {
         match event {
-            Err(error) => {
-                tracing::warn!(%error, "the sharded objects cannot be watched");
-                Vec::new()
-            }
+            // Logged by the caller, which knows the kind's name.
+            Err(_) => Vec::new(),
             Ok(Event::Init) => {
                 self.listed_objects.retain(|(listed, _, _)| *listed != kind);
                 Vec::new()
@@ -445,6 +448,58 @@ mod tests {
             assert_eq!(sharder.object_applied(0, &object), None);
         }
         (state, sharder)
+    }
+
+    /// Object `name`, as its kind's watch lists it.
+    fn seen(name: &str) -> Result<Event<Meta>, watcher::Error> {
+        Ok(Event::InitApply(PartialObjectMeta {
+            types: None,
+            metadata: placed(name, None),
+            _phantom: std::marker::PhantomData,
+        }))
+    }
+
+    #[test]
+    fn a_kind_that_lists_again_forgets_only_its_own_objects() {
+        let now = Instant::now();
+        let mut state = Watches::default();
+        let kinds = [("apps", "Deployment"), ("apps", "StatefulSet")];
+        let mut sharder = Sharder::new(Labels::new("op").expect("a DNS label"), &kinds);
+        state.lease_event(&mut sharder, Ok(Event::Init), now);
+        state.lease_event(&mut sharder, Ok(Event::InitApply(lease("op-a", 100))), now);
+        state.lease_event(&mut sharder, Ok(Event::InitDone), now);
+        state.decide(&mut sharder);
+        for kind in [0, 1] {
+            state.object_event(&mut sharder, kind, Ok(Event::Init));
+            for name in ["a", "b"] {
+                state.object_event(&mut sharder, kind, seen(name));
+            }
+            state.object_event(&mut sharder, kind, Ok(Event::InitDone));
+        }
+        assert_eq!(sharder.objects(), 4);
+        // The Deployments list again, and are half way when the StatefulSets list again, "b"
+        // deleted while their watch was away.
+        state.object_event(&mut sharder, 0, Ok(Event::Init));
+        state.object_event(&mut sharder, 0, seen("a"));
+        state.object_event(&mut sharder, 1, Ok(Event::Init));
+        state.object_event(&mut sharder, 1, seen("a"));
+        let placed = state.object_event(&mut sharder, 1, Ok(Event::InitDone));
+        assert_eq!(sharder.objects(), 3, "only the StatefulSet b is gone");
+        assert!(
+            placed
+                .iter()
+                .all(|relabel| relabel.kind == 0 || relabel.name == "a")
+        );
+        state.object_event(&mut sharder, 0, seen("b"));
+        state.object_event(&mut sharder, 0, Ok(Event::InitDone));
+        assert_eq!(sharder.objects(), 3, "the Deployments' list kept both");
+        let pending: Vec<(usize, String)> = sharder
+            .pending()
+            .into_iter()
+            .map(|relabel| (relabel.kind, relabel.name))
+            .collect();
+        let expected = [(0, "a"), (0, "b"), (1, "a")].map(|(kind, name)| (kind, name.to_owned()));
+        assert_eq!(pending, expected, "each placed as its kind");
     }
 
     #[test]

@@ -79,17 +79,21 @@ impl Suite {
         Ok(())
     }
 
+    /// Deletes what it created whether it passed or not, while the replicas run to release
+    /// the finalizers.
     fn placed_few(&mut self, live: &[&'static str]) -> Result<()> {
         let created = Instant::now();
-        self.create_many(FEW)?;
-        self.settled_with(live, FEW)?;
-        let spread = self.placement()?.per_shard;
+        let placed = self.create_many(FEW).and_then(|()| {
+            self.settled_with(live, FEW)?;
+            self.placement()
+        });
+        let deleted = self.delete_sharded();
+        let spread = placed?.per_shard;
         println!(
             "    {FEW} of kind {} placed on the same shards in {:.1?}: {spread:?}",
             self.kind,
             created.elapsed()
         );
-        let deleted = self.delete_sharded();
         if let Some(idle) = live.iter().find(|r| !spread.contains_key(**r)) {
             bail!("{idle} was given no {}: {spread:?}", self.kind);
         }
