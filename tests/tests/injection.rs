@@ -187,8 +187,8 @@ webhooks: { validating: true, mutating: true }
 sharding: true
 "#;
 
-/// Built-in kinds reconciled on their metadata, each with every relation and both admission
-/// webhooks, whose rules name every kind.
+/// Built-in kinds reconciled on their metadata, each with every relation, both admission
+/// webhooks, whose rules name every kind, and sharding, which joins every kind to one ring.
 const GENERIC_MANIFEST: &str = r#"
 name: workloads-operator
 primary: { generic: [Deployment, StatefulSet] }
@@ -202,6 +202,7 @@ external:
   - { name: registry, source: poll, interval: 30s }
 requeue: { after: 5m, errorBackoff: 1s, errorBackoffMax: 2m }
 webhooks: { validating: true, mutating: true }
+sharding: true
 "#;
 
 /// One step of a path into a document.
