@@ -349,15 +349,10 @@ where
                 term.run(ctx, &leadership, &watches).await;
             }
         };
-        if self.sharding {
-            let replica =
-                Replica::from_settings(self.client.clone(), self.pod_namespace, name, self.common)?;
-            let replica = lifecycle(&*ctx).join_shard(Arc::new(replica));
-            let kinds = [ApiResource::erase::<K>(&())];
-            return sharding::run_sharded(replica, election, &metrics, namespace, &kinds, run_term)
-                .await;
-        }
-        election.run(&metrics, run_term).await
+        let flag = crate::settings::Sharding { on: self.sharding };
+        let sharding = Sharding::new(&self.client, name, self.pod_namespace, self.common, &flag)?;
+        let sharding = sharding.join(&*ctx);
+        sharding.run(election, &metrics, namespace, run_term).await
     }
 
     /// One term of this controller, until `leadership` ends, with the `watches` that
@@ -464,6 +459,31 @@ impl Sharding {
     }
 }
 
+impl Sharding {
+    /// Runs `term` in every term of `election` or, sharded, in every term this replica's
+    /// fence holds, beside the sharder of the kinds that joined, over their objects in
+    /// `namespace` or in every namespace.
+    async fn run<F, Fut>(
+        &self,
+        election: Election,
+        metrics: &Metrics,
+        namespace: Option<&str>,
+        term: F,
+    ) -> Result<(), leader::Error>
+    where
+        F: FnMut(leader::Term) -> Fut,
+        Fut: Future<Output = ()>,
+    {
+        match &self.replica {
+            Some(replica) => {
+                sharding::run_sharded(replica, election, metrics, namespace, &self.kinds, term)
+                    .await
+            }
+            None => election.run(metrics, term).await,
+        }
+    }
+}
+
 impl Debug for Sharding {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let kinds: Vec<&str> = self.kinds.iter().map(|kind| kind.kind.as_str()).collect();
@@ -510,13 +530,7 @@ where
         watches.shared = Some(shared::Shared::default());
         run_term(&leadership, &watches).await;
     };
-    match shard {
-        Some(replica) => {
-            let kinds = &sharding.kinds;
-            sharding::run_sharded(replica, election, metrics, namespace, kinds, term).await
-        }
-        None => election.run(metrics, term).await,
-    }
+    sharding.run(election, metrics, namespace, term).await
 }
 
 /// What every term of a [`Runner`] runs with.
