@@ -1,58 +1,98 @@
 #!/usr/bin/env bash
-# Installs what the control plane runs on (etcd, openssl) and builds kube-apiserver,
-# kube-controller-manager and kubectl 1.20.2 from Debian bookworm's `kubernetes` source
-# package into "$1", the machine's cache. `cargo xtask cluster` calls it when something is
-# missing; the build itself is skipped when the binaries are already there. Needs root.
+# Builds one component of the control plane from its pinned Go module into "$3":
+# `build.sh kubernetes 1.37.2 <dir>` gives kube-apiserver, kube-controller-manager and kubectl,
+# `build.sh etcd 3.6.16 <dir>` gives etcd. The module is `modules/<component>-<version>/`
+# beside this script (see pin.sh); its go.sum fixes every module that goes in, and
+# `-mod=readonly` refuses a build that would change it.
 #
-# Why this way: no container runtime here, so kind and k3d cannot run, and only the package
-# registries are reachable. Debian's source package carries the full upstream tree with
-# vendor/. One vendored library, modern-go/reflect2 1.0.1, crashes kube-apiserver on the
-# first custom-resource write under Go >= 1.18; Debian's 1.0.2 replaces it.
+# `cargo xtask cluster` calls this when its cache lacks the binaries, and names "$3" after
+# the version and a hash of the module files and this script, so a changed go.sum or flag
+# builds anew. The binaries are built into a sibling folder and renamed into place when all
+# are there: a build that fails or is stopped leaves no half-filled "$3". Go's module and
+# build caches live under "$4" (the machine's cache), so a second version or a rebuild
+# reuses what the first one downloaded and compiled.
+#
+# Needs `go` (1.26 or newer) and the Go module proxy; nothing else, and not root.
 set -euo pipefail
 
-out=${1:?usage: build.sh <output dir>}
-export DEBIAN_FRONTEND=noninteractive
+usage="usage: build.sh kubernetes|etcd <version> <output dir> <go cache dir>"
+component=${1:?$usage}
+version=${2:?$usage}
+out=${3:?$usage}
+go_cache=${4:?$usage}
+here=$(cd "$(dirname "$0")" && pwd)
+module_dir=$here/modules/$component-$version
 
-if ! command -v etcd >/dev/null || ! command -v openssl >/dev/null; then
-  apt-get update -qq
-  apt-get install -y -qq --no-install-recommends etcd-server openssl >/dev/null
-fi
-if [ -x "$out/kube-apiserver" ] && [ -x "$out/kube-controller-manager" ] && [ -x "$out/kubectl" ]; then
-  exit 0
-fi
+fail() {
+  echo "build.sh: $*" >&2
+  exit 1
+}
 
-work=$(mktemp -d "${TMPDIR:-/tmp}/k8s-build.XXXXXX")
-trap 'rm -rf "$work"' EXIT
+command -v go >/dev/null ||
+  fail "no \`go\` on PATH: the control plane is built from Go modules with Go 1.26 or newer"
+[ -f "$module_dir/go.mod" ] && [ -f "$module_dir/go.sum" ] ||
+  fail "no pinned module for $component $version in $module_dir; pin one with \`xtask/control-plane/pin.sh $component $version\`"
 
-mirror=$(awk '/^URIs:/ {print $2; exit}' /etc/apt/sources.list.d/debian.sources 2>/dev/null || true)
-mirror=${mirror:-http://deb.debian.org/debian}
-cat > /etc/apt/sources.list.d/operator-gen-src.sources <<SRC
-Types: deb-src
-URIs: $mirror
-Suites: bookworm
-Components: main
-Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
-SRC
-apt-get update -qq
-apt-get install -y -qq --no-install-recommends \
-  golang-go rsync jq dpkg-dev golang-github-modern-go-reflect2-dev >/dev/null
+case "$component" in
+kubernetes)
+  module=k8s.io/kubernetes
+  minor=${version#*.}
+  minor=${minor%%.*}
+  ;;
+etcd)
+  module=go.etcd.io/etcd/server/v3
+  ;;
+*)
+  fail "unknown component '$component' (kubernetes or etcd)"
+  ;;
+esac
 
-cd "$work"
-apt-get source -qq --download-only kubernetes
-dpkg-source -x kubernetes_*.dsc src >/dev/null
-reflect2=/usr/share/gocode/src/github.com/modern-go/reflect2
-rm -rf src/vendor/github.com/modern-go/reflect2
-cp -r "$reflect2" src/vendor/github.com/modern-go/reflect2
+export GOMODCACHE=$go_cache/mod GOCACHE=$go_cache/build
+export GOFLAGS=-mod=readonly GOTOOLCHAIN=${GOTOOLCHAIN:-local} CGO_ENABLED=0
+mkdir -p "$GOMODCACHE" "$GOCACHE" "$(dirname "$out")"
+cd "$module_dir"
 
-mkdir -p gopath/src/k8s.io home
-ln -s "$work/src" gopath/src/k8s.io/kubernetes
-cd gopath/src/k8s.io/kubernetes
-env HOME="$work/home" GOPATH="$work/gopath" GOFLAGS=-mod=vendor CGO_ENABLED=0 \
-  make WHAT="cmd/kube-apiserver cmd/kube-controller-manager cmd/kubectl"
+echo "build.sh: downloading the modules of $component $version (${module_dir#"$here"/})" >&2
+go mod download ||
+  fail "downloading the modules of ${module_dir#"$here"/} failed: is the Go module proxy reachable (\`go env GOPROXY\`)?"
+released=$(go mod download -json "$module@v$version" |
+  sed -n 's/^[[:space:]]*"Time": "\(.*\)",*$/\1/p')
+[ -n "$released" ] || released=$(sed -n 's/.*"Time":"\([^"]*\)".*/\1/p' \
+  "$GOMODCACHE/cache/download/$module/@v/v$version.info")
 
-mkdir -p "$out"
-for bin in kube-apiserver kube-controller-manager kubectl; do
-  install -m 0755 "_output/bin/$bin" "$out/$bin.partial"
-  mv "$out/$bin.partial" "$out/$bin"
-done
-echo "built into $out"
+partial=$(mktemp -d "$out.partial.XXXXXX")
+trap 'rm -rf "$partial"' EXIT
+
+build() {
+  local binary=$1 package=$2
+  shift 2
+  echo "build.sh: building $binary ($package)" >&2
+  go build -trimpath "$@" -o "$partial/$binary" "$package" ||
+    fail "building $binary from $package (${module_dir#"$here"/}) failed"
+}
+
+case "$component" in
+kubernetes)
+  # What hack/lib/version.sh stamps into a release, so `/version` and `kubectl version`
+  # report this version; the build date is the release's own, the same on every machine.
+  ldflags="-s -w"
+  # The proxy does not say which commit a release is, so gitCommit stays empty rather
+  # than upstream's unexpanded placeholder.
+  for stamp in "gitVersion=v$version" "gitMajor=1" "gitMinor=$minor" "gitTreeState=clean" \
+    "buildDate=$released" "gitCommit="; do
+    ldflags+=" -X k8s.io/component-base/version.$stamp -X k8s.io/client-go/pkg/version.$stamp"
+  done
+  for binary in kube-apiserver kube-controller-manager kubectl; do
+    build "$binary" "k8s.io/kubernetes/cmd/$binary" -ldflags "$ldflags"
+  done
+  ;;
+etcd)
+  build etcd go.etcd.io/etcd/server/v3 -ldflags "-s -w"
+  ;;
+esac
+
+chmod 0755 "$partial" "$partial"/*
+rm -rf "$out"
+mv -T "$partial" "$out"
+trap - EXIT
+echo "build.sh: built $component $version into $out" >&2

@@ -2,11 +2,11 @@
 //! containers: etcd, kube-apiserver (token auth, RBAC) and kube-controller-manager running
 //! only the garbage collector and the namespace controller.
 //!
-//! The binaries are Kubernetes 1.20.2, built once from Debian's source package by
-//! `xtask/control-plane/build.sh` into the machine's cache (`/var/cache/operator-gen`, or
-//! `OPERATOR_GEN_CACHE`), so only the first run on a machine pays for the build. Everything a
-//! running cluster needs (keys, etcd data, logs, kubeconfigs, pids) lives in
-//! `target/cluster/`, which `down` removes.
+//! The binaries are Kubernetes 1.37 (or an older version pinned beside it, `--kubernetes`) and
+//! etcd 3.6, built once from Go modules into the machine's cache (`binaries`), so only the
+//! first run on a machine pays for the build. Everything a running cluster needs (keys, etcd
+//! data, logs, kubeconfigs, pids, the version it runs) lives in `target/cluster/`, which
+//! `down` removes.
 //!
 //! Identities come from a static token file. Besides an admin in `system:masters`, every
 //! operator crate in the workspace gets a token whose user is its ServiceAccount
@@ -24,7 +24,11 @@ use std::{
 use anyhow::{Context as _, Result, bail};
 use clap::{Args, Subcommand};
 
-const KUBERNETES_VERSION: &str = "1.20.2";
+mod binaries;
+
+pub use binaries::machine_cache;
+use binaries::{Component, NEWEST_KUBERNETES};
+
 const ETCD_PORT: u16 = 23790;
 const ETCD_PEER_PORT: u16 = 23800;
 const API_PORT: u16 = 16443;
@@ -41,7 +45,12 @@ pub struct ClusterArgs {
 #[derive(Subcommand)]
 enum Action {
     /// Build the control plane if it is not cached, start it and write kubeconfigs.
-    Up,
+    Up {
+        /// The Kubernetes version to run: one pinned in `xtask/control-plane/modules/`, exact
+        /// (`1.33.13`) or by minor version (`1.33`). The newest pinned by default.
+        #[arg(long, value_name = "VERSION")]
+        kubernetes: Option<String>,
+    },
     /// Stop it and remove its state.
     Down,
     /// Say whether it runs, and where its kubeconfig is.
@@ -49,12 +58,21 @@ enum Action {
 }
 
 pub fn run(args: ClusterArgs) -> Result<std::process::ExitCode> {
-    let cluster = Cluster::new(crate::workspace_root());
+    let workspace = crate::workspace_root();
+    let cluster = Cluster::new(workspace.clone());
     match args.action {
-        Action::Up => {
+        Action::Up { kubernetes } => {
+            let cluster = match kubernetes {
+                Some(wanted) => {
+                    let version = binaries::resolve_kubernetes(&workspace, &wanted)?;
+                    Cluster::with_kubernetes(workspace, version)
+                }
+                None => cluster,
+            };
             let started = cluster.up()?;
             println!(
-                "control plane up in {:.1?}; export KUBECONFIG={}",
+                "control plane (Kubernetes {}) up in {:.1?}; export KUBECONFIG={}",
+                cluster.kubernetes.version(),
                 started,
                 cluster.admin_kubeconfig().display()
             );
@@ -65,7 +83,8 @@ pub fn run(args: ClusterArgs) -> Result<std::process::ExitCode> {
         }
         Action::Status => match cluster.is_ready() {
             true => println!(
-                "running: KUBECONFIG={}",
+                "running Kubernetes {}: KUBECONFIG={}",
+                cluster.kubernetes.version(),
                 cluster.admin_kubeconfig().display()
             ),
             false => {
@@ -77,6 +96,9 @@ pub fn run(args: ClusterArgs) -> Result<std::process::ExitCode> {
     Ok(std::process::ExitCode::SUCCESS)
 }
 
+/// The file in `target/cluster/` that says which Kubernetes version runs there.
+const VERSION_FILE: &str = "kubernetes-version";
+
 /// The three processes, in start order.
 const COMPONENTS: [&str; 3] = ["etcd", "kube-apiserver", "kube-controller-manager"];
 
@@ -84,12 +106,31 @@ const COMPONENTS: [&str; 3] = ["etcd", "kube-apiserver", "kube-controller-manage
 pub struct Cluster {
     workspace: PathBuf,
     state: PathBuf,
+    kubernetes: Component,
 }
 
 impl Cluster {
+    /// The control plane that runs, at the version it was started with, or else the newest
+    /// Kubernetes pinned here.
     pub fn new(workspace: PathBuf) -> Self {
         let state = workspace.join("target").join("cluster");
-        Self { workspace, state }
+        let running = fs::read_to_string(state.join(VERSION_FILE)).ok();
+        let version = running.as_deref().map_or(NEWEST_KUBERNETES, str::trim);
+        Self {
+            kubernetes: Component::kubernetes(version),
+            workspace,
+            state,
+        }
+    }
+
+    /// The control plane at a pinned Kubernetes `version` (`binaries::resolve_kubernetes`).
+    fn with_kubernetes(workspace: PathBuf, version: String) -> Self {
+        let state = workspace.join("target").join("cluster");
+        Self {
+            kubernetes: Component::kubernetes(&version),
+            workspace,
+            state,
+        }
     }
 
     pub fn admin_kubeconfig(&self) -> PathBuf {
@@ -112,38 +153,9 @@ impl Cluster {
         self.state.join("logs").join(format!("{component}.log"))
     }
 
-    /// Where the cached binaries live, whether or not they are there yet.
-    fn bin_dir(&self) -> PathBuf {
-        let cache = std::env::var_os("OPERATOR_GEN_CACHE")
-            .map_or_else(|| PathBuf::from("/var/cache/operator-gen"), PathBuf::from);
-        cache.join(format!("kubernetes-{KUBERNETES_VERSION}"))
-    }
-
-    /// The cached binaries, built first when missing.
+    /// The cached Kubernetes binaries, built first when missing.
     pub fn binaries(&self) -> Result<PathBuf> {
-        let bin = self.bin_dir();
-        let complete = ["kube-apiserver", "kube-controller-manager", "kubectl"]
-            .iter()
-            .all(|b| bin.join(b).exists())
-            && ["etcd", "openssl"].iter().all(|tool| on_path(tool));
-        if !complete {
-            let script = self.workspace.join("xtask/control-plane/build.sh");
-            eprintln!(
-                "installing etcd and building Kubernetes {KUBERNETES_VERSION} into {} (once per machine)",
-                bin.display()
-            );
-            let started = Instant::now();
-            let status = Command::new("bash")
-                .arg(&script)
-                .arg(&bin)
-                .status()
-                .with_context(|| format!("running {}", script.display()))?;
-            if !status.success() {
-                bail!("{} failed ({status})", script.display());
-            }
-            eprintln!("built in {:.1?}", started.elapsed());
-        }
-        Ok(bin)
+        self.kubernetes.ensure_built(&self.workspace)
     }
 
     pub fn kubectl(&self) -> Result<PathBuf> {
@@ -153,7 +165,10 @@ impl Cluster {
     /// Whether the API server answers `/readyz`.
     pub fn is_ready(&self) -> bool {
         // Only asks: `status` must not start a build.
-        Command::new(self.bin_dir().join("kubectl"))
+        let Ok(bin) = self.kubernetes.dir(&self.workspace) else {
+            return false;
+        };
+        Command::new(bin.join("kubectl"))
             .args(["get", "--raw", "/readyz", "--request-timeout=2s"])
             .env("KUBECONFIG", self.admin_kubeconfig())
             .stdout(Stdio::null())
@@ -162,19 +177,26 @@ impl Cluster {
             .is_ok_and(|s| s.success())
     }
 
-    /// Starts the control plane unless it already runs; returns how long that took.
+    /// Starts the control plane unless it already runs at this version; returns how long
+    /// that took.
     pub fn up(&self) -> Result<Duration> {
+        if !on_path("openssl") {
+            bail!("`openssl` was not found on PATH: the control plane's keys are made with it");
+        }
+        let etcd = Component::etcd().ensure_built(&self.workspace)?;
         let bin = self.binaries()?;
         let started = Instant::now();
-        if self.is_ready() {
+        let running = fs::read_to_string(self.state.join(VERSION_FILE)).ok();
+        if self.is_ready() && running.as_deref().map(str::trim) == Some(self.kubernetes.version()) {
             return Ok(started.elapsed());
         }
         self.down()?;
         for dir in ["logs", "pki", "certs", "etcd"] {
             fs::create_dir_all(self.state.join(dir))?;
         }
+        fs::write(self.state.join(VERSION_FILE), self.kubernetes.version())?;
         self.write_credentials()?;
-        self.start_etcd()?;
+        self.start_etcd(&etcd)?;
         self.start_apiserver(&bin)?;
         self.wait_ready(Duration::from_secs(90))?;
         self.start_controller_manager(&bin)?;
@@ -278,8 +300,8 @@ impl Cluster {
         fs::write(path, config).with_context(|| format!("writing {}", path.display()))
     }
 
-    fn start_etcd(&self) -> Result<()> {
-        let mut command = Command::new("etcd");
+    fn start_etcd(&self, bin: &Path) -> Result<()> {
+        let mut command = Command::new(bin.join("etcd"));
         command
             .arg(format!("--data-dir={}", self.state.join("etcd").display()))
             .arg(format!("--listen-client-urls=http://127.0.0.1:{ETCD_PORT}"))
@@ -317,7 +339,6 @@ impl Cluster {
             .arg(format!("--etcd-servers=http://127.0.0.1:{ETCD_PORT}"))
             .arg("--bind-address=127.0.0.1")
             .arg(format!("--secure-port={API_PORT}"))
-            .arg("--insecure-port=0")
             .arg(format!("--advertise-address={}", advertise_address()?))
             .arg(format!("--cert-dir={}", self.state.join("certs").display()))
             .arg(format!(
@@ -353,7 +374,6 @@ impl Cluster {
             .arg("--kube-api-qps=200")
             .arg("--kube-api-burst=400")
             .arg("--leader-elect=false")
-            .arg("--port=0")
             .arg("--secure-port=0");
         self.spawn("kube-controller-manager", command)
     }

@@ -278,9 +278,7 @@ fn release_binary(workspace: &Path) -> Result<PathBuf> {
 
 /// `kopium`, installed into the cache the first time.
 fn kopium() -> Result<PathBuf> {
-    let cache = std::env::var_os("OPERATOR_GEN_CACHE")
-        .map_or_else(|| PathBuf::from("/var/cache/operator-gen"), PathBuf::from)
-        .join(format!("kopium-{KOPIUM_VERSION}"));
+    let cache = crate::cluster::machine_cache().join(format!("kopium-{KOPIUM_VERSION}"));
     let binary = cache.join("bin/kopium");
     if !binary.exists() {
         eprintln!(

@@ -1,0 +1,268 @@
+//! The control plane's binaries: etcd, kube-apiserver, kube-controller-manager and kubectl,
+//! built from Go modules pinned in `xtask/control-plane/modules/` by
+//! `xtask/control-plane/build.sh`, once per machine, into its cache.
+//!
+//! A cached build is named after its component, its version and a hash of what went into it
+//! (the pinned `go.mod` and `go.sum`, and `build.sh` with its flags), so a reviewed change to
+//! any of them builds anew and an unchanged one never does. `build.sh` renames a build into
+//! place only when it is whole.
+
+use std::{
+    fs,
+    path::{Path, PathBuf},
+    process::Command,
+    time::Instant,
+};
+
+use anyhow::{Context as _, Result, bail};
+use sha2::Digest as _;
+
+/// The Kubernetes `cargo xtask cluster up` runs unless told otherwise: the newest release the
+/// Go module proxy serves.
+pub const NEWEST_KUBERNETES: &str = "1.37.2";
+/// The etcd every Kubernetes version here runs on: 3.6 is supported from 1.33 on.
+pub const ETCD: &str = "3.6.16";
+
+/// The machine's cache: `OPERATOR_GEN_CACHE`, or `/var/cache/operator-gen`. It outlives
+/// checkouts, so CI on the same machine reuses what an earlier run built.
+pub fn machine_cache() -> PathBuf {
+    std::env::var_os("OPERATOR_GEN_CACHE")
+        .map_or_else(|| PathBuf::from("/var/cache/operator-gen"), PathBuf::from)
+}
+
+/// One pinned component of the control plane at one version.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Component {
+    name: &'static str,
+    version: String,
+    binaries: &'static [&'static str],
+}
+
+impl Component {
+    pub fn kubernetes(version: &str) -> Self {
+        Self {
+            name: "kubernetes",
+            version: version.to_owned(),
+            binaries: &["kube-apiserver", "kube-controller-manager", "kubectl"],
+        }
+    }
+
+    pub fn etcd() -> Self {
+        Self {
+            name: "etcd",
+            version: ETCD.to_owned(),
+            binaries: &["etcd"],
+        }
+    }
+
+    pub fn version(&self) -> &str {
+        &self.version
+    }
+
+    /// The checked-in module this component is built from.
+    fn module(&self, workspace: &Path) -> PathBuf {
+        control_plane_dir(workspace)
+            .join("modules")
+            .join(format!("{}-{}", self.name, self.version))
+    }
+
+    /// Where its binaries are cached, whether or not they are there yet.
+    pub fn dir(&self, workspace: &Path) -> Result<PathBuf> {
+        let key = self.key(workspace)?;
+        Ok(machine_cache().join(format!("{}-{}-{key}", self.name, self.version)))
+    }
+
+    /// The hash of everything its build reads from this repository.
+    fn key(&self, workspace: &Path) -> Result<String> {
+        let module = self.module(workspace);
+        let inputs = [
+            module.join("go.mod"),
+            module.join("go.sum"),
+            control_plane_dir(workspace).join("build.sh"),
+        ];
+        hash_files(&inputs).with_context(|| {
+            format!(
+                "{} {} is not pinned here (see xtask/control-plane/pin.sh)",
+                self.name, self.version
+            )
+        })
+    }
+
+    /// Its cached binaries, built first when any is missing.
+    pub fn ensure_built(&self, workspace: &Path) -> Result<PathBuf> {
+        let dir = self.dir(workspace)?;
+        if self.binaries.iter().all(|b| dir.join(b).is_file()) {
+            return Ok(dir);
+        }
+        require_go()?;
+        let script = control_plane_dir(workspace).join("build.sh");
+        eprintln!(
+            "building {} {} from Go modules into {} (once per machine)",
+            self.name,
+            self.version,
+            dir.display()
+        );
+        let started = Instant::now();
+        let status = Command::new("bash")
+            .arg(&script)
+            .arg(self.name)
+            .arg(&self.version)
+            .arg(&dir)
+            .arg(machine_cache().join("go"))
+            .status()
+            .with_context(|| format!("running {}", script.display()))?;
+        if !status.success() {
+            bail!(
+                "building {} {} failed ({status}); {} said why above",
+                self.name,
+                self.version,
+                script.display()
+            );
+        }
+        eprintln!(
+            "built {} {} in {:.1?}",
+            self.name,
+            self.version,
+            started.elapsed()
+        );
+        Ok(dir)
+    }
+}
+
+/// The Kubernetes versions pinned here, oldest first.
+pub fn pinned_kubernetes(workspace: &Path) -> Result<Vec<String>> {
+    let modules = control_plane_dir(workspace).join("modules");
+    let mut versions: Vec<String> = fs::read_dir(&modules)
+        .with_context(|| format!("reading {}", modules.display()))?
+        .filter_map(|entry| {
+            let name = entry.ok()?.file_name().into_string().ok()?;
+            name.strip_prefix("kubernetes-").map(str::to_owned)
+        })
+        .collect();
+    versions.sort_by_key(|v| version_key(v));
+    Ok(versions)
+}
+
+/// The pinned Kubernetes `wanted` names: an exact version (`1.33.13`) or a minor one
+/// (`1.33`), which takes its newest pinned patch.
+pub fn resolve_kubernetes(workspace: &Path, wanted: &str) -> Result<String> {
+    let wanted = wanted.trim_start_matches('v');
+    let pinned = pinned_kubernetes(workspace)?;
+    pinned
+        .iter()
+        .rev()
+        .find(|v| *v == wanted || v.strip_prefix(wanted).is_some_and(|r| r.starts_with('.')))
+        .cloned()
+        .with_context(|| {
+            format!(
+                "Kubernetes {wanted} is not pinned here; pinned: {}. Pin another with \
+                 `xtask/control-plane/pin.sh kubernetes <version>` (it needs the Go module proxy)",
+                pinned.join(", ")
+            )
+        })
+}
+
+/// The first 12 hex digits of a SHA-256 over the files' lengths and contents, in order.
+fn hash_files(files: &[PathBuf]) -> Result<String> {
+    let mut hash = sha2::Sha256::new();
+    for file in files {
+        let bytes = fs::read(file).with_context(|| format!("reading {}", file.display()))?;
+        hash.update((bytes.len() as u64).to_le_bytes());
+        hash.update(bytes);
+    }
+    Ok(hash.finalize()[..6]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect())
+}
+
+fn version_key(version: &str) -> Vec<u64> {
+    version
+        .split('.')
+        .map(|part| part.parse().unwrap_or(0))
+        .collect()
+}
+
+fn control_plane_dir(workspace: &Path) -> PathBuf {
+    workspace.join("xtask").join("control-plane")
+}
+
+/// One clear error for a machine without Go, before any build starts.
+fn require_go() -> Result<()> {
+    let found = Command::new("go").arg("version").output();
+    match found {
+        Ok(output) if output.status.success() => Ok(()),
+        _ => bail!(
+            "`go` was not found on PATH: `cargo xtask cluster up` builds the control plane \
+             from Go modules once per machine, with Go 1.26 or newer and the Go module proxy"
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn newest_and_etcd_are_pinned() {
+        let workspace = crate::workspace_root();
+        let pinned = pinned_kubernetes(&workspace).unwrap();
+        assert_eq!(pinned.last().map(String::as_str), Some(NEWEST_KUBERNETES));
+        assert!(Component::etcd().key(&workspace).is_ok());
+    }
+
+    #[test]
+    fn a_minor_version_takes_its_newest_pinned_patch() {
+        let workspace = crate::workspace_root();
+        let minor = NEWEST_KUBERNETES.rsplit_once('.').unwrap().0;
+        assert_eq!(
+            resolve_kubernetes(&workspace, minor).unwrap(),
+            NEWEST_KUBERNETES
+        );
+        assert_eq!(
+            resolve_kubernetes(&workspace, &format!("v{NEWEST_KUBERNETES}")).unwrap(),
+            NEWEST_KUBERNETES
+        );
+        // "1.3" is not a prefix of "1.37.2" at a dot.
+        let error = resolve_kubernetes(&workspace, "1.3")
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("not pinned here"), "{error}");
+    }
+
+    #[test]
+    fn a_changed_go_sum_or_script_changes_the_cache_key() {
+        let dir = std::env::temp_dir().join(format!("binaries-key-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        let files = ["go.mod", "go.sum", "build.sh"].map(|name| dir.join(name));
+        for file in &files {
+            fs::write(file, "a").unwrap();
+        }
+        let first = hash_files(&files).unwrap();
+        assert_eq!(hash_files(&files).unwrap(), first, "the key is stable");
+        fs::write(&files[1], "b").unwrap();
+        let second = hash_files(&files).unwrap();
+        assert_ne!(second, first, "a changed go.sum builds anew");
+        fs::write(&files[2], "flags").unwrap();
+        assert_ne!(
+            hash_files(&files).unwrap(),
+            second,
+            "a changed build.sh builds anew"
+        );
+        // Contents move between files: still a different key.
+        fs::write(&files[0], "").unwrap();
+        fs::write(&files[1], "ab").unwrap();
+        let moved = hash_files(&files).unwrap();
+        fs::write(&files[0], "a").unwrap();
+        fs::write(&files[1], "b").unwrap();
+        assert_ne!(hash_files(&files).unwrap(), moved);
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn versions_sort_by_number_not_text() {
+        let mut versions = vec!["1.9.0", "1.37.2", "1.33.13", "1.33.6"];
+        versions.sort_by_key(|v| version_key(v));
+        assert_eq!(versions, ["1.9.0", "1.33.6", "1.33.13", "1.37.2"]);
+    }
+}
