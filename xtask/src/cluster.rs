@@ -110,16 +110,16 @@ pub struct Cluster {
 }
 
 impl Cluster {
-    /// The control plane that runs, at the version it was started with, or else the newest
-    /// Kubernetes pinned here.
+    /// The control plane that runs, at the version it was started with (`cluster up
+    /// --kubernetes`), or else the newest Kubernetes pinned here.
     pub fn new(workspace: PathBuf) -> Self {
-        let state = workspace.join("target").join("cluster");
-        let running = fs::read_to_string(state.join(VERSION_FILE)).ok();
-        let version = running.as_deref().map_or(NEWEST_KUBERNETES, str::trim);
-        Self {
-            kubernetes: Component::kubernetes(version),
-            workspace,
-            state,
+        let newest = Self::with_kubernetes(workspace, NEWEST_KUBERNETES.to_owned());
+        match newest.running_version() {
+            Some(running) if running != NEWEST_KUBERNETES => {
+                let older = Self::with_kubernetes(newest.workspace.clone(), running);
+                if older.is_ready() { older } else { newest }
+            }
+            _ => newest,
         }
     }
 
@@ -131,6 +131,12 @@ impl Cluster {
             workspace,
             state,
         }
+    }
+
+    /// The version `up` last started here, if its state is still there.
+    fn running_version(&self) -> Option<String> {
+        let text = fs::read_to_string(self.state.join(VERSION_FILE)).ok()?;
+        Some(text.trim().to_owned())
     }
 
     pub fn admin_kubeconfig(&self) -> PathBuf {
@@ -186,8 +192,8 @@ impl Cluster {
         let etcd = Component::etcd().ensure_built(&self.workspace)?;
         let bin = self.binaries()?;
         let started = Instant::now();
-        let running = fs::read_to_string(self.state.join(VERSION_FILE)).ok();
-        if self.is_ready() && running.as_deref().map(str::trim) == Some(self.kubernetes.version()) {
+        let running = self.running_version();
+        if self.is_ready() && running.as_deref() == Some(self.kubernetes.version()) {
             return Ok(started.elapsed());
         }
         self.down()?;
