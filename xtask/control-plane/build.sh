@@ -54,7 +54,7 @@ cd "$module_dir"
 
 echo "build.sh: downloading the modules of $component $version (${module_dir#"$here"/})" >&2
 go mod download ||
-  fail "downloading the modules of ${module_dir#"$here"/} failed: is the Go module proxy reachable (\`go env GOPROXY\`)?"
+  fail "downloading the modules of $component $version (${module_dir#"$here"/}) failed: is the Go module proxy reachable (\`go env GOPROXY\`)?"
 released=$(go mod download -json "$module@v$version" |
   sed -n 's/^[[:space:]]*"Time": "\(.*\)",*$/\1/p')
 [ -n "$released" ] || released=$(sed -n 's/.*"Time":"\([^"]*\)".*/\1/p' \

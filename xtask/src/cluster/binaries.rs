@@ -94,7 +94,7 @@ impl Component {
         if self.binaries.iter().all(|b| dir.join(b).is_file()) {
             return Ok(dir);
         }
-        require_go()?;
+        require_go("go")?;
         let script = control_plane_dir(workspace).join("build.sh");
         eprintln!(
             "building {} {} from Go modules into {} (once per machine)",
@@ -125,7 +125,27 @@ impl Component {
             self.version,
             started.elapsed()
         );
+        self.remove_stale_builds(&dir);
         Ok(dir)
+    }
+
+    /// Removes the cached builds of this version from module files that changed since, each
+    /// a few hundred megabytes that nothing will run again.
+    fn remove_stale_builds(&self, current: &Path) {
+        let prefix = format!("{}-{}-", self.name, self.version);
+        let Ok(entries) = fs::read_dir(machine_cache()) else {
+            return;
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let stale = name
+                .strip_prefix(&prefix)
+                .is_some_and(|key| key.len() == 12 && !key.contains('.'));
+            if stale && path != current {
+                let _ = fs::remove_dir_all(&path);
+            }
+        }
     }
 }
 
@@ -188,12 +208,12 @@ fn control_plane_dir(workspace: &Path) -> PathBuf {
 }
 
 /// One clear error for a machine without Go, before any build starts.
-fn require_go() -> Result<()> {
-    let found = Command::new("go").arg("version").output();
+fn require_go(go: &str) -> Result<()> {
+    let found = Command::new(go).arg("version").output();
     match found {
         Ok(output) if output.status.success() => Ok(()),
         _ => bail!(
-            "`go` was not found on PATH: `cargo xtask cluster up` builds the control plane \
+            "`{go}` was not found on PATH: `cargo xtask cluster up` builds the control plane \
              from Go modules once per machine, with Go 1.26 or newer and the Go module proxy"
         ),
     }
@@ -257,6 +277,13 @@ mod tests {
         fs::write(&files[1], "b").unwrap();
         assert_ne!(hash_files(&files).unwrap(), moved);
         fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_machine_without_go_is_told_what_is_missing() {
+        let error = require_go("/nonexistent/go").unwrap_err().to_string();
+        assert!(error.contains("Go 1.26 or newer"), "{error}");
+        assert!(error.contains("Go module proxy"), "{error}");
     }
 
     #[test]
