@@ -33,20 +33,6 @@ command -v go >/dev/null ||
 [ -f "$module_dir/go.mod" ] && [ -f "$module_dir/go.sum" ] ||
   fail "no pinned module for $component $version in $module_dir; pin one with \`xtask/control-plane/pin.sh $component $version\`"
 
-case "$component" in
-kubernetes)
-  module=k8s.io/kubernetes
-  minor=${version#*.}
-  minor=${minor%%.*}
-  ;;
-etcd)
-  module=go.etcd.io/etcd/server/v3
-  ;;
-*)
-  fail "unknown component '$component' (kubernetes or etcd)"
-  ;;
-esac
-
 export GOMODCACHE=$go_cache/mod GOCACHE=$go_cache/build
 export GOFLAGS=-mod=readonly GOTOOLCHAIN=${GOTOOLCHAIN:-local} CGO_ENABLED=0
 mkdir -p "$GOMODCACHE" "$GOCACHE" "$(dirname "$out")"
@@ -55,10 +41,6 @@ cd "$module_dir"
 echo "build.sh: downloading the modules of $component $version (${module_dir#"$here"/})" >&2
 go mod download ||
   fail "downloading the modules of $component $version (${module_dir#"$here"/}) failed: is the Go module proxy reachable (\`go env GOPROXY\`)?"
-released=$(go mod download -json "$module@v$version" |
-  sed -n 's/^[[:space:]]*"Time": "\(.*\)",*$/\1/p')
-[ -n "$released" ] || released=$(sed -n 's/.*"Time":"\([^"]*\)".*/\1/p' \
-  "$GOMODCACHE/cache/download/$module/@v/v$version.info")
 
 partial=$(mktemp -d "$out.partial.XXXXXX")
 trap 'rm -rf "$partial"' EXIT
@@ -74,7 +56,13 @@ build() {
 case "$component" in
 kubernetes)
   # What hack/lib/version.sh stamps into a release, so `/version` and `kubectl version`
-  # report this version; the build date is the release's own, the same on every machine.
+  # report this version; the build date is the release's own (the time in the proxy's
+  # .info file), the same on every machine.
+  minor=${version#*.}
+  minor=${minor%%.*}
+  info=$(go mod download -json "k8s.io/kubernetes@v$version" |
+    sed -n 's/^[[:space:]]*"Info": "\(.*\)",*$/\1/p')
+  released=$(sed -n 's/.*"Time":"\([^"]*\)".*/\1/p' "$info")
   ldflags="-s -w"
   # The proxy does not say which commit a release is, so gitCommit stays empty rather
   # than upstream's unexpanded placeholder.
@@ -88,6 +76,9 @@ kubernetes)
   ;;
 etcd)
   build etcd go.etcd.io/etcd/server/v3 -ldflags "-s -w"
+  ;;
+*)
+  fail "unknown component '$component' (kubernetes or etcd)"
   ;;
 esac
 

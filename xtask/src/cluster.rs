@@ -127,7 +127,7 @@ impl Cluster {
     fn with_kubernetes(workspace: PathBuf, version: String) -> Self {
         let state = workspace.join("target").join("cluster");
         Self {
-            kubernetes: Component::kubernetes(&version),
+            kubernetes: Component::kubernetes(&workspace, &version),
             workspace,
             state,
         }
@@ -161,7 +161,7 @@ impl Cluster {
 
     /// The cached Kubernetes binaries, built first when missing.
     pub fn binaries(&self) -> Result<PathBuf> {
-        self.kubernetes.ensure_built(&self.workspace)
+        self.kubernetes.ensure_built()
     }
 
     pub fn kubectl(&self) -> Result<PathBuf> {
@@ -171,7 +171,7 @@ impl Cluster {
     /// Whether the API server answers `/readyz`.
     pub fn is_ready(&self) -> bool {
         // Only asks: `status` must not start a build.
-        let Ok(bin) = self.kubernetes.dir(&self.workspace) else {
+        let Ok(bin) = self.kubernetes.dir() else {
             return false;
         };
         Command::new(bin.join("kubectl"))
@@ -189,7 +189,7 @@ impl Cluster {
         if !on_path("openssl") {
             bail!("`openssl` was not found on PATH: the control plane's keys are made with it");
         }
-        let etcd = Component::etcd().ensure_built(&self.workspace)?;
+        let etcd = Component::etcd(&self.workspace).ensure_built()?;
         let bin = self.binaries()?;
         let started = Instant::now();
         let running = self.running_version();

@@ -30,28 +30,60 @@ pub fn machine_cache() -> PathBuf {
         .map_or_else(|| PathBuf::from("/var/cache/operator-gen"), PathBuf::from)
 }
 
-/// One pinned component of the control plane at one version.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// One pinned component of the control plane at one version, and where its build is cached.
+#[derive(Debug)]
 pub struct Component {
     name: &'static str,
     version: String,
     binaries: &'static [&'static str],
+    /// `xtask/control-plane/` of the workspace: `build.sh` and `modules/`.
+    control_plane: PathBuf,
+    /// Its folder in the machine's cache, named by [`Component::key`] once, here: the
+    /// readiness checks ask for it every half second. An error says it is not pinned.
+    dir: Result<PathBuf, String>,
 }
 
 impl Component {
-    pub fn kubernetes(version: &str) -> Self {
-        Self {
-            name: "kubernetes",
-            version: version.to_owned(),
-            binaries: &["kube-apiserver", "kube-controller-manager", "kubectl"],
-        }
+    pub fn kubernetes(workspace: &Path, version: &str) -> Self {
+        Self::new(
+            workspace,
+            "kubernetes",
+            version,
+            &["kube-apiserver", "kube-controller-manager", "kubectl"],
+        )
     }
 
-    pub fn etcd() -> Self {
+    pub fn etcd(workspace: &Path) -> Self {
+        Self::new(workspace, "etcd", ETCD, &["etcd"])
+    }
+
+    fn new(
+        workspace: &Path,
+        name: &'static str,
+        version: &str,
+        binaries: &'static [&'static str],
+    ) -> Self {
+        let control_plane = workspace.join("xtask").join("control-plane");
+        let module = control_plane
+            .join("modules")
+            .join(format!("{name}-{version}"));
+        let inputs = [
+            module.join("go.mod"),
+            module.join("go.sum"),
+            control_plane.join("build.sh"),
+        ];
+        let dir = match hash_files(&inputs) {
+            Ok(key) => Ok(machine_cache().join(format!("{name}-{version}-{key}"))),
+            Err(error) => Err(format!(
+                "{name} {version} is not pinned here (see xtask/control-plane/pin.sh): {error:#}"
+            )),
+        };
         Self {
-            name: "etcd",
-            version: ETCD.to_owned(),
-            binaries: &["etcd"],
+            name,
+            version: version.to_owned(),
+            binaries,
+            control_plane,
+            dir,
         }
     }
 
@@ -59,43 +91,22 @@ impl Component {
         &self.version
     }
 
-    /// The checked-in module this component is built from.
-    fn module(&self, workspace: &Path) -> PathBuf {
-        control_plane_dir(workspace)
-            .join("modules")
-            .join(format!("{}-{}", self.name, self.version))
-    }
-
-    /// Where its binaries are cached, whether or not they are there yet.
-    pub fn dir(&self, workspace: &Path) -> Result<PathBuf> {
-        let key = self.key(workspace)?;
-        Ok(machine_cache().join(format!("{}-{}-{key}", self.name, self.version)))
-    }
-
-    /// The hash of everything its build reads from this repository.
-    fn key(&self, workspace: &Path) -> Result<String> {
-        let module = self.module(workspace);
-        let inputs = [
-            module.join("go.mod"),
-            module.join("go.sum"),
-            control_plane_dir(workspace).join("build.sh"),
-        ];
-        hash_files(&inputs).with_context(|| {
-            format!(
-                "{} {} is not pinned here (see xtask/control-plane/pin.sh)",
-                self.name, self.version
-            )
-        })
+    /// Where its binaries are cached, whether or not they are there yet. Named after the
+    /// hash of everything its build reads from this repository.
+    pub fn dir(&self) -> Result<&Path> {
+        self.dir
+            .as_deref()
+            .map_err(|error| anyhow::anyhow!("{error}"))
     }
 
     /// Its cached binaries, built first when any is missing.
-    pub fn ensure_built(&self, workspace: &Path) -> Result<PathBuf> {
-        let dir = self.dir(workspace)?;
+    pub fn ensure_built(&self) -> Result<PathBuf> {
+        let dir = self.dir()?;
         if self.binaries.iter().all(|b| dir.join(b).is_file()) {
-            return Ok(dir);
+            return Ok(dir.to_owned());
         }
         require_go("go")?;
-        let script = control_plane_dir(workspace).join("build.sh");
+        let script = self.control_plane.join("build.sh");
         eprintln!(
             "building {} {} from Go modules into {} (once per machine)",
             self.name,
@@ -107,7 +118,7 @@ impl Component {
             .arg(&script)
             .arg(self.name)
             .arg(&self.version)
-            .arg(&dir)
+            .arg(dir)
             .arg(machine_cache().join("go"))
             .status()
             .with_context(|| format!("running {}", script.display()))?;
@@ -125,12 +136,13 @@ impl Component {
             self.version,
             started.elapsed()
         );
-        self.remove_stale_builds(&dir);
-        Ok(dir)
+        self.remove_stale_builds(dir);
+        Ok(dir.to_owned())
     }
 
     /// Removes the cached builds of this version from module files that changed since, each
-    /// a few hundred megabytes that nothing will run again.
+    /// a few hundred megabytes that nothing will run again. A build under way elsewhere
+    /// (`<dir>.partial.*`) is not one of them.
     fn remove_stale_builds(&self, current: &Path) {
         let prefix = format!("{}-{}-", self.name, self.version);
         let Ok(entries) = fs::read_dir(machine_cache()) else {
@@ -139,9 +151,9 @@ impl Component {
         for entry in entries.flatten() {
             let path = entry.path();
             let name = entry.file_name().to_string_lossy().into_owned();
-            let stale = name
-                .strip_prefix(&prefix)
-                .is_some_and(|key| key.len() == 12 && !key.contains('.'));
+            let stale = name.strip_prefix(&prefix).is_some_and(|key| {
+                key.len() == KEY_DIGITS && key.bytes().all(|b| b.is_ascii_hexdigit())
+            });
             if stale && path != current {
                 let _ = fs::remove_dir_all(&path);
             }
@@ -151,7 +163,7 @@ impl Component {
 
 /// The Kubernetes versions pinned here, oldest first.
 pub fn pinned_kubernetes(workspace: &Path) -> Result<Vec<String>> {
-    let modules = control_plane_dir(workspace).join("modules");
+    let modules = workspace.join("xtask/control-plane/modules");
     let mut versions: Vec<String> = fs::read_dir(&modules)
         .with_context(|| format!("reading {}", modules.display()))?
         .filter_map(|entry| {
@@ -182,7 +194,11 @@ pub fn resolve_kubernetes(workspace: &Path, wanted: &str) -> Result<String> {
         })
 }
 
-/// The first 12 hex digits of a SHA-256 over the files' lengths and contents, in order.
+/// How many hex digits of the hash name a cached build.
+const KEY_DIGITS: usize = 12;
+
+/// The first [`KEY_DIGITS`] hex digits of a SHA-256 over the files' lengths and contents, in
+/// order.
 fn hash_files(files: &[PathBuf]) -> Result<String> {
     let mut hash = sha2::Sha256::new();
     for file in files {
@@ -190,7 +206,7 @@ fn hash_files(files: &[PathBuf]) -> Result<String> {
         hash.update((bytes.len() as u64).to_le_bytes());
         hash.update(bytes);
     }
-    Ok(hash.finalize()[..6]
+    Ok(hash.finalize()[..KEY_DIGITS / 2]
         .iter()
         .map(|b| format!("{b:02x}"))
         .collect())
@@ -201,10 +217,6 @@ fn version_key(version: &str) -> Vec<u64> {
         .split('.')
         .map(|part| part.parse().unwrap_or(0))
         .collect()
-}
-
-fn control_plane_dir(workspace: &Path) -> PathBuf {
-    workspace.join("xtask").join("control-plane")
 }
 
 /// One clear error for a machine without Go, before any build starts.
@@ -228,7 +240,14 @@ mod tests {
         let workspace = crate::workspace_root();
         let pinned = pinned_kubernetes(&workspace).unwrap();
         assert_eq!(pinned.last().map(String::as_str), Some(NEWEST_KUBERNETES));
-        assert!(Component::etcd().key(&workspace).is_ok());
+        assert!(Component::etcd(&workspace).dir().is_ok());
+        let unpinned = Component::kubernetes(&workspace, "1.0.0")
+            .dir()
+            .unwrap_err();
+        assert!(
+            unpinned.to_string().contains("not pinned here"),
+            "{unpinned}"
+        );
     }
 
     #[test]

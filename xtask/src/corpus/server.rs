@@ -26,6 +26,7 @@ use kube::{
     Api, Client,
     api::{ApiResource, DeleteParams, DynamicObject, PostParams},
 };
+use serde::Deserialize as _;
 use serde_json::Value;
 
 use crate::cluster::Cluster;
@@ -173,13 +174,13 @@ impl Server {
 
     /// Creates the CRD, unmodified, and waits until it is served.
     async fn install(&self, subject: &Subject) -> Result<(), String> {
-        let crd = subject.crd.clone();
+        let crd = &subject.crd;
         let name = crd["metadata"]["name"]
             .as_str()
             .unwrap_or_default()
             .to_owned();
         let crds = Api::<DynamicObject>::all_with(self.client.clone(), &crd_resource());
-        let object: DynamicObject = serde_json::from_value(crd).map_err(|e| e.to_string())?;
+        let object = DynamicObject::deserialize(crd).map_err(|e| e.to_string())?;
         let _ = crds.delete(&name, &DeleteParams::default()).await;
         for _ in 0..300 {
             match crds.get_opt(&name).await {
@@ -206,7 +207,7 @@ impl Server {
 
     /// The API server's answer to creating the sample, by a server-side dry run.
     async fn dry_run(&self, subject: &Subject) -> Result<Value, String> {
-        let object = subject.object.clone();
+        let object = &subject.object;
         let crd = &subject.crd["spec"];
         let api_version = object["apiVersion"].as_str().unwrap_or_default();
         let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
@@ -225,7 +226,7 @@ impl Server {
         } else {
             Api::all_with(self.client.clone(), &resource)
         };
-        let object: DynamicObject = serde_json::from_value(object).map_err(|e| e.to_string())?;
+        let object = DynamicObject::deserialize(object).map_err(|e| e.to_string())?;
         let params = PostParams {
             dry_run: true,
             ..PostParams::default()
