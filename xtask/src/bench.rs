@@ -365,7 +365,8 @@ impl Bench {
         let logs = workspace.join("target/bench/runtime");
         fs::create_dir_all(&logs)?;
         Ok(Self {
-            operator_kubeconfig: cluster.operator_kubeconfig("example-operator")?,
+            operator_kubeconfig: cluster
+                .operator_kubeconfig("example-operator", OPERATOR_NAMESPACE)?,
             operator_binary: workspace.join("target/release/example-operator"),
             admin,
             logs,

@@ -8,10 +8,11 @@
 //! data, logs, kubeconfigs, pids, the version it runs) lives in `target/cluster/`, which
 //! `down` removes.
 //!
-//! Identities come from a static token file. Besides an admin in `system:masters`, every
-//! operator crate in the workspace gets a token whose user is its ServiceAccount
-//! (`system:serviceaccount:<namespace>:<crate>`, in the namespace its `deploy/` runs it in), so
-//! the bindings in its generated `deploy/base/rbac.yaml` are exactly what it may do.
+//! The admin, in `system:masters`, comes from a static token file. An operator runs as its
+//! ServiceAccount (`system:serviceaccount:<namespace>:<crate>`, in the namespace its `deploy/`
+//! runs it in) with a token the API server issues, as a kubelet would get it
+//! ([`service_account_kubeconfig`]), so the bindings in its generated `deploy/base/rbac.yaml`
+//! are exactly what it may do.
 
 use std::{
     fs,
@@ -143,15 +144,17 @@ impl Cluster {
         self.state.join("admin.kubeconfig")
     }
 
-    /// A kubeconfig for the ServiceAccount `name`, in the namespace its crate runs in.
-    pub fn operator_kubeconfig(&self, name: &str) -> Result<PathBuf> {
+    /// A kubeconfig for the ServiceAccount `name` in `namespace`, with a token this cluster
+    /// issues ([`service_account_kubeconfig`]).
+    pub fn operator_kubeconfig(&self, name: &str, namespace: &str) -> Result<PathBuf> {
         let path = self.state.join(format!("{name}.kubeconfig"));
-        if !path.exists() {
-            bail!(
-                "no token for the ServiceAccount {name}: it was not an operator crate when the \
-                 cluster started; run `cargo xtask cluster down` and `up` again"
-            );
-        }
+        service_account_kubeconfig(
+            &self.kubectl()?,
+            &self.admin_kubeconfig(),
+            name,
+            namespace,
+            &path,
+        )?;
         Ok(path)
     }
 
@@ -266,27 +269,16 @@ impl Cluster {
                 .stderr(Stdio::null()),
         )?;
         let admin_token = format!("admin-{}", nonce());
-        let mut tokens = format!("{admin_token},admin,admin,\"system:masters\"\n");
+        fs::write(
+            pki.join("tokens.csv"),
+            format!("{admin_token},admin,admin,\"system:masters\"\n"),
+        )?;
         self.write_kubeconfig(
             &self.admin_kubeconfig(),
             "admin",
             &admin_token,
             OPERATOR_NAMESPACE,
-        )?;
-        for OperatorCrate {
-            name, namespace, ..
-        } in operator_crates(&self.workspace)?
-        {
-            let token = format!("{name}-{}", nonce());
-            let user = format!("system:serviceaccount:{namespace}:{name}");
-            tokens.push_str(&format!(
-                "{token},{user},{name},\"system:serviceaccounts,system:serviceaccounts:{namespace}\"\n"
-            ));
-            let path = self.state.join(format!("{name}.kubeconfig"));
-            self.write_kubeconfig(&path, &name, &token, &namespace)?;
-        }
-        fs::write(pki.join("tokens.csv"), tokens)?;
-        Ok(())
+        )
     }
 
     fn write_kubeconfig(
@@ -525,6 +517,62 @@ fn nonce() -> String {
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos());
     format!("{:x}{:x}", nanos, std::process::id())
+}
+
+/// Writes to `path` a kubeconfig whose user is the ServiceAccount `name` in `namespace`, on the
+/// cluster of the `admin` kubeconfig, with a token the API server issues (a TokenRequest, as
+/// `kubectl create token` asks for one). The namespace and the ServiceAccount are created first
+/// when missing, since a token is issued only for a ServiceAccount that exists; the token lasts
+/// two hours, longer than any run that uses it.
+pub fn service_account_kubeconfig(
+    kubectl: &Path,
+    admin: &Path,
+    name: &str,
+    namespace: &str,
+    path: &Path,
+) -> Result<()> {
+    let run = |args: &[&str], input: Option<String>| -> Result<Vec<u8>> {
+        let mut child = Command::new(kubectl)
+            .env("KUBECONFIG", admin)
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .with_context(|| format!("running {}", kubectl.display()))?;
+        if let (Some(input), Some(mut stdin)) = (input, child.stdin.take()) {
+            std::io::Write::write_all(&mut stdin, input.as_bytes())?;
+        }
+        let output = child.wait_with_output()?;
+        if !output.status.success() {
+            bail!(
+                "kubectl {}: {}",
+                args.join(" "),
+                String::from_utf8_lossy(&output.stderr).trim()
+            );
+        }
+        Ok(output.stdout)
+    };
+    let account = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}},
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": name, "namespace": namespace}},
+    ]});
+    run(&["apply", "-f", "-"], Some(account.to_string()))
+        .with_context(|| format!("creating the ServiceAccount {namespace}/{name}"))?;
+    let token = run(
+        &["create", "token", name, "-n", namespace, "--duration=2h"],
+        None,
+    )?;
+    let mut config: serde_json::Value = serde_json::from_slice(&run(
+        &["config", "view", "--minify", "--raw", "-o", "json"],
+        None,
+    )?)
+    .context("reading the admin's kubeconfig")?;
+    let token = String::from_utf8_lossy(&token).trim().to_owned();
+    config["users"] = serde_json::json!([{"name": name, "user": {"token": token}}]);
+    config["contexts"][0]["context"]["user"] = serde_json::json!(name);
+    config["contexts"][0]["context"]["namespace"] = serde_json::json!(namespace);
+    fs::write(path, config.to_string()).with_context(|| format!("writing {}", path.display()))
 }
 
 /// The last `lines` lines of a log file.

@@ -2,7 +2,7 @@
 //! in `generated/`) as real processes against a real API server, checked through the API.
 //!
 //! The cluster is the one in `KUBECONFIG` when set, else `cargo xtask cluster`'s own. Each
-//! operator runs with a token whose user is its ServiceAccount, so the bindings in its
+//! operator runs with a token the API server issues to its ServiceAccount, so the bindings in its
 //! generated `deploy/base/rbac.yaml` are all it may do: a missing verb fails a check, and the rules
 //! themselves are asserted to grant nothing broad. An operator with admission webhooks is
 //! also checked through them (`e2e/webhooks.rs`), and a derived one served in several versions
@@ -1492,47 +1492,11 @@ impl Suite {
 }
 
 impl Env {
-    /// A kubeconfig whose user is the operator's ServiceAccount: a static token on our own
-    /// cluster, a `kubectl create token` on any other.
+    /// A kubeconfig whose user is the operator's ServiceAccount, with a token the API server
+    /// issues.
     fn operator_kubeconfig(&self, name: &str, namespace: &str) -> Result<PathBuf> {
-        if let Some(cluster) = &self.cluster {
-            return cluster.operator_kubeconfig(name);
-        }
-        let output = Command::new(&self.kubectl)
-            .env("KUBECONFIG", &self.admin)
-            .args(["config", "view", "--minify", "--raw", "-o", "json"])
-            .output()?;
-        let mut config: Value = serde_json::from_slice(&output.stdout)
-            .context("reading the cluster from KUBECONFIG")?;
-        // Its namespace too, when it is the operator's own: setup labels it later.
-        let sa = json!({"apiVersion": "v1", "kind": "List", "items": [
-            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}},
-            {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": name, "namespace": namespace}},
-        ]});
-        let path = self.logs.join("serviceaccount.json");
-        fs::write(&path, sa.to_string())?;
-        check_status(
-            Command::new(&self.kubectl)
-                .env("KUBECONFIG", &self.admin)
-                .args(["apply", "-f"])
-                .arg(&path)
-                .status()?,
-            "creating the ServiceAccount",
-        )?;
-        let token = Command::new(&self.kubectl)
-            .env("KUBECONFIG", &self.admin)
-            .args(["create", "token", name, "-n", namespace, "--duration=2h"])
-            .output()?;
-        if !token.status.success() {
-            bail!(
-                "kubectl create token {name}: {}",
-                String::from_utf8_lossy(&token.stderr).trim()
-            );
-        }
-        config["users"] = json!([{"name": name, "user": {"token": String::from_utf8_lossy(&token.stdout).trim()}}]);
-        config["contexts"][0]["context"]["user"] = json!(name);
         let path = self.logs.join("operator.kubeconfig");
-        fs::write(&path, config.to_string())?;
+        cluster::service_account_kubeconfig(&self.kubectl, &self.admin, name, namespace, &path)?;
         Ok(path)
     }
 }
