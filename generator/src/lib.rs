@@ -14,8 +14,8 @@
 //! (its manifest, then a first run). [`k8s_catalog`], [`schema_path`] and [`schema_sample`]
 //! answer questions about built-in kinds, field paths and least valid objects for the model,
 //! and [`schema_check`] checks a value (the manifest's `sample:`) against a CRD schema as the
-//! API server would, and [`cel`] evaluates the CRD's CEL rules on the sample, which 1.20 cannot;
-//! [`kube_1_20`] warns of what else in a current CRD the project's 1.20 API server drops.
+//! API server would, and [`cel`] evaluates the CRD's CEL rules on the sample, so that a refused
+//! sample names its rule before any API server sees it.
 //! Every input comes from strangers and is read within the caps in [`limits`].
 
 pub mod cel;
@@ -25,7 +25,6 @@ pub mod crd_source;
 pub mod error;
 pub mod job;
 pub mod k8s_catalog;
-pub mod kube_1_20;
 pub mod limits;
 pub mod manifest;
 pub mod migration;

@@ -17,9 +17,40 @@ const FLAT_DEPLOY: &[&str] = &[
 /// them, so they are dead files.
 const MOVED_TO_RUNTIME: &[&str] = &["src/leader.rs", "src/telemetry.rs"];
 
+/// The user's kustomize overlay, written once and never rewritten.
+const OVERLAY: &str = "deploy/kustomization.yaml";
+
+/// Fields of a Kustomization that kustomize v5 deprecates, which operator-gen wrote into
+/// overlays while its own test cluster ran kubectl 1.20 (kustomize v2.0.3), and what replaces
+/// each.
+const DEPRECATED_KUSTOMIZE: &[(&str, &str)] = &[
+    ("bases", "list its entries under `resources:`"),
+    (
+        "patchesStrategicMerge",
+        "list each file under `patches:` as `- path: <file>`",
+    ),
+];
+
 /// Notes on the crate in `out`: one per layout change it has not taken yet.
 pub fn notes(out: &Path) -> Vec<String> {
     let mut notes = Vec::new();
+    let deprecated = deprecated_overlay_fields(out);
+    if !deprecated.is_empty() {
+        let changes: Vec<String> = deprecated
+            .iter()
+            .map(|(field, change)| format!("for `{field}:`, {change}"))
+            .collect();
+        notes.push(format!(
+            "{OVERLAY} uses {}, which current kustomize deprecates: {} (`kustomize edit fix` \
+             in deploy/ does this); deploy/local/ now installs the base without the Deployment",
+            deprecated
+                .iter()
+                .map(|(field, _)| format!("`{field}:`"))
+                .collect::<Vec<_>>()
+                .join(" and "),
+            changes.join("; "),
+        ));
+    }
     let flat = present(out, FLAT_DEPLOY);
     if !flat.is_empty() {
         notes.push(format!(
@@ -41,6 +72,27 @@ pub fn notes(out: &Path) -> Vec<String> {
         ));
     }
     notes
+}
+
+/// The deprecated top-level fields the user's overlay still has. The file is the user's and
+/// may be anything, so it is only scanned, within the manifest cap, for keys at the start of a
+/// line; a file that cannot be read gets no note.
+fn deprecated_overlay_fields(out: &Path) -> Vec<(&'static str, &'static str)> {
+    let read = CrateDir::new(out).read(Path::new(OVERLAY), crate::limits::MAX_MANIFEST_BYTES);
+    let Ok(Some(bytes)) = read else {
+        return Vec::new();
+    };
+    let text = String::from_utf8_lossy(&bytes);
+    DEPRECATED_KUSTOMIZE
+        .iter()
+        .copied()
+        .filter(|(field, _)| {
+            text.lines().any(|line| {
+                line.strip_prefix(field)
+                    .is_some_and(|rest| rest.trim_start().starts_with(':'))
+            })
+        })
+        .collect()
 }
 
 /// Which of `files` are regular files in the crate in `out`.
@@ -79,6 +131,49 @@ mod tests {
                 && notes[0].contains("kubectl apply -k deploy/"),
             "{notes:?}"
         );
+    }
+
+    #[test]
+    fn an_overlay_in_kustomize_v2_syntax_is_told_what_replaces_each_field() {
+        let tmp = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(tmp.path().join("deploy")).unwrap();
+        let overlay = tmp.path().join(OVERLAY);
+        std::fs::write(
+            &overlay,
+            "resources:\n  - base\npatches:\n  - path: p.yaml\n",
+        )
+        .unwrap();
+        assert!(
+            notes(tmp.path()).is_empty(),
+            "the current syntax needs no note"
+        );
+        std::fs::write(
+            &overlay,
+            "# bases: in a comment\nbases:\n  - base\npatchesStrategicMerge :\n  - p.yaml\n",
+        )
+        .unwrap();
+        let notes = notes(tmp.path());
+        assert_eq!(notes.len(), 1, "{notes:?}");
+        assert!(
+            notes[0].starts_with(
+                "deploy/kustomization.yaml uses `bases:` and `patchesStrategicMerge:`"
+            ) && notes[0].contains("under `resources:`")
+                && notes[0].contains("`- path: <file>`"),
+            "{notes:?}"
+        );
+        std::fs::write(&overlay, "bases:\n  - base\n").unwrap();
+        let only_bases = super::notes(tmp.path());
+        assert!(
+            only_bases[0].contains("uses `bases:`, which") && !only_bases[0].contains("path:"),
+            "{only_bases:?}"
+        );
+    }
+
+    #[test]
+    fn an_overlay_that_is_not_a_file_gets_no_note() {
+        let tmp = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(tmp.path().join(OVERLAY)).unwrap();
+        assert!(notes(tmp.path()).is_empty());
     }
 
     #[test]

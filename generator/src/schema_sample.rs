@@ -178,8 +178,8 @@ fn string(schema: &JSONSchemaProps) -> Value {
     let text = match schema.format.as_deref() {
         Some("date-time") => "1970-01-01T00:00:00Z".to_owned(),
         Some("date") => "1970-01-01".to_owned(),
-        // Base64 of `a`: the empty string is also base64, but kube-apiserver 1.20 reads an
-        // empty string as null.
+        // Base64 of `a`: the empty string is also base64, but decodes to nothing, which a
+        // sample should not hold where the schema asks for bytes.
         Some("byte") => "YQ==".to_owned(),
         // Formats the API server checks, each with a least value it accepts.
         Some("email") => "a@example.com".to_owned(),
@@ -458,7 +458,7 @@ mod tests {
         assert_eq!(pattern_example("^ab$", 3), None);
         let root = schema(json!({"type": "string", "pattern": "^v[0-9]+$", "minLength": 1}));
         assert_eq!(sample(&root), json!("v0"));
-        // Every part optional: not the empty string, which 1.20 reads as null.
+        // Every part optional: still not the empty string (see the test below).
         let duration = schema(json!({"type": "string", "pattern": "^(([0-9]+)h)?(([0-9]+)m)?$"}));
         assert_eq!(sample(&duration), json!("0h0m"));
         assert_eq!(
@@ -528,7 +528,11 @@ mod tests {
     }
 
     #[test]
-    fn no_string_is_empty_where_1_20_would_read_null_unless_the_schema_wants_it() {
+    /// The API server accepts `""` for a string, but a sample is what a user reads and edits,
+    /// and an empty string is what Go operators (`omitempty`) and many CEL rules
+    /// (`self.name != ''`) take for a field left out: a sample that means to set a field gives
+    /// it a value.
+    fn no_string_is_empty_unless_the_schema_wants_it() {
         let text = |extra: Value| {
             let mut string = json!({"type": "string"});
             if let (Value::Object(fields), Value::Object(more)) = (&mut string, extra) {

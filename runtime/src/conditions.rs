@@ -154,8 +154,8 @@ where
     }
 
     /// Sets the condition on `obj` from a reconcile hook, in place of the outcome the
-    /// reconcile would record: the condition is written once. An empty `message` is given as
-    /// `reason`, because Kubernetes 1.20 reads an empty string as null and refuses the write.
+    /// reconcile would record: the condition is written once. `message` may be empty, as the
+    /// condition conventions allow.
     /// Returns whether it wrote.
     pub async fn set(
         &self,
@@ -228,16 +228,8 @@ where
             .pointer("/status/conditions")
             .and_then(Value::as_array)
             .map_or(&[][..], Vec::as_slice);
-        let outcome = Outcome {
-            message: if outcome.message.is_empty() {
-                outcome.reason
-            } else {
-                outcome.message
-            },
-            ..*outcome
-        };
         let now = serde_json::to_value(Time(Timestamp::now()))?;
-        let Some(entry) = self.spec.entry(&outcome, conditions, now) else {
+        let Some(entry) = self.spec.entry(outcome, conditions, now) else {
             return Ok(false);
         };
         let name = obj.name_any();
@@ -482,8 +474,8 @@ pub(crate) mod tests {
         let entries = entries.unwrap_or_default();
         assert_eq!(entries.len(), 1, "this operator's own entry alone");
         assert_eq!(
-            entries[0]["message"], "Waiting",
-            "never empty: 1.20 reads that as null"
+            entries[0]["message"], "",
+            "an empty message is written as given, as the condition conventions allow"
         );
     }
 

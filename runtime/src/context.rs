@@ -231,9 +231,8 @@ impl<O: Operator> Context<O> {
     /// Sets the operator's condition on `obj`, writing only when its status, reason, message
     /// or observed generation changed; returns whether it wrote, and `false` for an operator
     /// that keeps none. Called during a reconcile, it takes the place of the outcome the
-    /// reconcile would record: the condition is written once. `message` may be empty; the API
-    /// server is given `reason` in its place, because Kubernetes 1.20 reads an empty string
-    /// as null and refuses the write.
+    /// reconcile would record: the condition is written once. `message` may be empty, as the
+    /// condition conventions allow.
     pub async fn set_condition(
         &self,
         obj: &O::Primary,

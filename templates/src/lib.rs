@@ -94,6 +94,14 @@ pub const FILES: &[(&str, &str)] = &[
         include_str!("../deploy/deployment-patch.yaml.tera"),
     ),
     (
+        "deploy/without-workload/kustomization.yaml.tera",
+        include_str!("../deploy/without-workload/kustomization.yaml.tera"),
+    ),
+    (
+        "deploy/local/kustomization.yaml.tera",
+        include_str!("../deploy/local/kustomization.yaml.tera"),
+    ),
+    (
         "deploy/kustomization.yaml.tera",
         include_str!("../deploy/kustomization.yaml.tera"),
     ),

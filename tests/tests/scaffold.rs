@@ -78,13 +78,12 @@ fn assert_overlay_patches_the_base(dir: &Path) {
     assert_eq!(listed, beside, "{}", dir.display());
 
     let overlay = yaml(dir, "deploy/kustomization.yaml");
-    assert_eq!(overlay["bases"], serde_json::json!(["base"]));
-    let patches = overlay["patchesStrategicMerge"]
-        .as_array()
-        .expect("patches");
+    assert_eq!(overlay["resources"], serde_json::json!(["base"]));
+    let patches = overlay["patches"].as_array().expect("patches");
     let deployment = yaml(dir, "deploy/base/deployment.yaml");
     for patch in patches {
-        let patch = yaml(&dir.join("deploy"), patch.as_str().expect("a file name"));
+        let path = patch["path"].as_str().expect("a patch file");
+        let patch = yaml(&dir.join("deploy"), path);
         for field in [
             "/apiVersion",
             "/kind",

@@ -44,6 +44,11 @@ fn crossplane_provider_cluster_no_relations() {
 }
 
 #[test]
+fn issuer_watches_certificates_selectable() {
+    snapshot_fixture("issuer-watches-certificates-selectable");
+}
+
+#[test]
 fn imagepolicy_v1beta2_field_channel() {
     snapshot_fixture("imagepolicy-v1beta2-field-channel");
 }

@@ -176,8 +176,9 @@ struct Suite {
     /// The CRD installed: `deploy/base/crd.yaml`, or what a derived crate's `crdgen` printed;
     /// none for a built-in kind.
     crd_path: Option<PathBuf>,
-    /// That CRD as JSON, whose CEL rules every object the checks create must keep: Kubernetes
-    /// 1.20 does not evaluate them, so they are evaluated here (`operator_gen::cel`).
+    /// That CRD as JSON, whose CEL rules every object the checks create must keep. The API
+    /// server enforces them too; evaluated here first (`operator_gen::cel`), a broken rule
+    /// fails the check with the object that broke it rather than with a refused write.
     crd_json: Option<Value>,
     /// The CRD `crdgen` printed, which the suite installed and so removes.
     derived_crd: Option<PathBuf>,
@@ -220,9 +221,8 @@ struct Primary {
 
 impl Primary {
     /// A custom resource defined by the CRD at `crd`; its body is the schema's least object
-    /// with the manifest's `sample:` over it (for a `derived` crate, which has none, with
-    /// every empty string filled in).
-    fn custom(crd: PathBuf, manifest: &Manifest, derived: bool) -> Result<Self> {
+    /// with the manifest's `sample:` over it.
+    fn custom(crd: PathBuf, manifest: &Manifest) -> Result<Self> {
         let bytes = fs::read(&crd).with_context(|| format!("reading {}", crd.display()))?;
         let origin = crd.display().to_string();
         let crds = crd_document::parse_all(&origin, &bytes)?;
@@ -230,10 +230,7 @@ impl Primary {
         let schema = selected
             .schema()
             .with_context(|| format!("{origin} has no schema"))?;
-        let mut body = schema_sample::sample_with(schema, manifest.sample.as_ref());
-        if derived {
-            conversion::fill_empty_strings(&mut body);
-        }
+        let body = schema_sample::sample_with(schema, manifest.sample.as_ref());
         let spec = &selected.crd.spec;
         Ok(Self {
             resource: selected.name().to_owned(),
@@ -333,7 +330,6 @@ impl Suite {
                     .clone()
                     .unwrap_or_else(|| dir.join("deploy/base/crd.yaml")),
                 &manifest,
-                derived_crd.is_some(),
             )?,
         };
         let owned = manifest
@@ -547,16 +543,8 @@ impl Suite {
                 None,
             )?;
         }
-        // An operator with a namespace of its own has it in its base, for its ServiceAccount.
-        let own_namespace = self.dir.join("deploy/base/namespace.yaml");
-        if own_namespace.exists() {
-            self.admin(&["apply", "-f"], Some(&own_namespace))?;
-        }
         assert_least_privilege(&self.dir.join("deploy/base/rbac.yaml"))?;
-        self.admin(
-            &["apply", "-f"],
-            Some(&self.dir.join("deploy/base/rbac.yaml")),
-        )?;
+        self.install_without_workload()?;
         self.check_kustomization()?;
         if self.has_webhooks() {
             self.install_webhooks()?;
@@ -1090,8 +1078,8 @@ impl Suite {
         self.uid(name)
     }
 
-    /// Fails when `object` breaks a CEL rule of the CRD, which a current API server would
-    /// refuse and 1.20 stores.
+    /// Fails when `object` breaks a CEL rule of the CRD, naming the rule, before the API server
+    /// refuses it.
     fn check_rules(&self, object: &Value) -> Result<()> {
         let Some(crd) = &self.crd_json else {
             return Ok(());
@@ -1378,8 +1366,8 @@ impl Suite {
         self.admin_json(&["get", resource, name, "-n", &self.namespace, "-o", "json"])
     }
 
-    /// `deploy/` builds with kubectl's own kustomize (v2.0.3 in kubectl 1.20) into the base's
-    /// objects with the overlay's patch applied, and the API server accepts them (dry run).
+    /// `deploy/` builds with the cluster's own kubectl (its kustomize) into the base's objects
+    /// with the overlay's patch applied, and the API server accepts them (dry run).
     fn check_kustomization(&self) -> Result<()> {
         let deploy = self.dir.join("deploy");
         let built = self.kustomize(&deploy)?;
@@ -1415,6 +1403,43 @@ impl Suite {
         self.admin(
             &["apply", "--dry-run=server", "-k"],
             Some(Path::new(deploy)),
+        )
+    }
+
+    /// Installs what the operator needs to run outside the cluster, as its README tells a user
+    /// to: `deploy/local/`, the base with the `without-workload` component, built by the
+    /// cluster's own kubectl. It must hold the ServiceAccount and its RBAC (and the CRD and the
+    /// namespace where the base has them) and none of the workload.
+    fn install_without_workload(&self) -> Result<()> {
+        let local = self.dir.join("deploy/local");
+        let built = self.kustomize(&local)?;
+        let kinds: Vec<&str> = built
+            .lines()
+            .filter_map(|line| line.strip_prefix("kind: "))
+            .collect();
+        let base = self.dir.join("deploy/base");
+        let wanted = [
+            ("ServiceAccount", true),
+            ("CustomResourceDefinition", base.join("crd.yaml").exists()),
+            ("Namespace", base.join("namespace.yaml").exists()),
+        ];
+        for (kind, _) in wanted.iter().filter(|(_, present)| *present) {
+            if !kinds.contains(kind) {
+                bail!("{} builds no {kind}:\n{built}", local.display());
+            }
+        }
+        let workload = [
+            "Deployment",
+            "Service",
+            "ValidatingWebhookConfiguration",
+            "MutatingWebhookConfiguration",
+        ];
+        if let Some(kind) = workload.iter().find(|kind| kinds.contains(kind)) {
+            bail!("{} still builds a {kind}:\n{built}", local.display());
+        }
+        self.admin(
+            &["apply", "--server-side", "--force-conflicts", "-k"],
+            Some(&local),
         )
     }
 

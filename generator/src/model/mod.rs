@@ -206,9 +206,6 @@ pub struct Deploy {
     pub monitoring: Monitoring,
     /// The CRD as loaded, for `deploy/base/crd.yaml` (imported and dynamic operators).
     pub crd_yaml: Option<YamlDocument>,
-    /// Whether that CRD has fields Kubernetes 1.20 does not know ([`crate::kube_1_20`]), so
-    /// kubectl 1.20 must install it without validation.
-    pub crd_newer_than_1_20: bool,
 }
 
 /// One module of `src/types.rs`.
@@ -280,7 +277,6 @@ pub fn analyze(
     let rbac = rbac_rules(&facts, &resolved, &controller);
     let deploy = deploy(
         input,
-        &facts,
         rbac,
         &krate.name,
         Text::new(namespace),
@@ -482,7 +478,6 @@ fn rbac_rules(
 /// `deploy/`: the names, the RBAC, the CRD and the monitoring.
 fn deploy(
     input: &PrimaryInput,
-    facts: &primary::PrimaryFacts,
     rbac: Vec<Rule>,
     crate_name: &Text,
     namespace: Text,
@@ -512,7 +507,6 @@ fn deploy(
         rbac,
         monitoring,
         crd_yaml,
-        crd_newer_than_1_20: facts.newer_than_1_20,
     })
 }
 

@@ -100,9 +100,6 @@ pub(super) struct PrimaryFacts {
     pub warnings: Vec<String>,
     /// Where the CRD came from, a path or URL as typed, when the primary is a CRD.
     pub origin: Option<String>,
-    /// Whether the CRD uses what the project's Kubernetes 1.20 API server refuses, so the
-    /// generated README says how to install it there.
-    pub newer_than_1_20: bool,
 }
 
 impl PrimaryFacts {
@@ -115,7 +112,6 @@ impl PrimaryFacts {
             uses_chrono: false,
             warnings: Vec::new(),
             origin: None,
-            newer_than_1_20: false,
         }
     }
 }
@@ -215,13 +211,11 @@ fn imported(
         let mut primary = names.primary(kind);
         primary.crd_name = Text::from(selected.name());
         primary.storage_version = version.storage;
-        let mut warnings = crate::kube_1_20::warnings(&selected.origin, crd);
-        let newer_than_1_20 = !warnings.is_empty();
+        let mut warnings = Vec::new();
         primary.sample = schema_sample(manifest_origin, selected, &names, sample, &mut warnings)?;
         let mut facts = PrimaryFacts::plain(primary, Archetype::Dynamic);
         facts.origin = Some(selected.origin.clone());
         facts.warnings = warnings;
-        facts.newer_than_1_20 = newer_than_1_20;
         return Ok(facts);
     }
     // The selected version first, then every other served one, each on a core of its own.
@@ -249,9 +243,7 @@ fn imported(
     let mut versions = Vec::new();
     let mut selected_module = None;
     let mut uses_chrono = types.uses_chrono;
-    let mut warnings = crate::kube_1_20::warnings(&selected.origin, crd);
-    let newer_than_1_20 = !warnings.is_empty();
-    warnings.extend(types.warnings.iter().cloned());
+    let mut warnings = types.warnings.clone();
     for (index, served) in crd
         .spec
         .versions
@@ -296,7 +288,6 @@ fn imported(
         uses_chrono,
         warnings,
         origin: Some(selected.origin.clone()),
-        newer_than_1_20,
     })
 }
 
@@ -354,7 +345,7 @@ const SAMPLE_NAME: &str = "sample";
 /// sample built from the schema then takes, a change at a time, the first of
 /// [`schema_sample::variations`] at the rule's field that mends that rule, breaks no other
 /// and still fits the schema. A sample that still breaks a rule is refused, naming it: the
-/// API server would refuse it, but 1.20 cannot say so. A sample `operator.yaml` gives is
+/// API server would refuse it too, and this says which rule and why. A sample `operator.yaml` gives is
 /// never changed.
 fn check_sample_rules(
     manifest_origin: &str,

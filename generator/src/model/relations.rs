@@ -110,6 +110,10 @@ pub struct Watched {
     /// Whether the mapper reads only metadata, so the watch streams metadata alone: the
     /// rest of the object (a Secret's data) is never sent to the operator.
     pub metadata_only: bool,
+    /// For a field rule on a field the CRD declares in `selectableFields`, the field selector
+    /// (`spec.ruleRef.name!=`) that has the API server send only the objects naming a
+    /// primary: the others are never sent, cached or mapped.
+    pub field_selector: Option<Text>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -164,7 +168,8 @@ pub(super) fn resolve(
     let mut owns = Vec::new();
     for (i, owned) in manifest.owns.iter().enumerate() {
         let field = format!("owns[{i}]");
-        let (related, _) = resolver.related(&field, &owned.kind, owned.crd.is_some())?;
+        let RelatedKind { related, .. } =
+            resolver.related(&field, &owned.kind, owned.crd.is_some())?;
         if owns.iter().any(|o: &Related| o.kind == related.kind) {
             return Err(bad(
                 &format!("{field}.kind"),
@@ -186,7 +191,8 @@ pub(super) fn resolve(
     let mut watches = Vec::new();
     for (i, watched) in manifest.watches.iter().enumerate() {
         let field = format!("watches[{i}]");
-        let (related, schema) = resolver.related(&field, &watched.kind, watched.crd.is_some())?;
+        let kind = resolver.related(&field, &watched.kind, watched.crd.is_some())?;
+        let related = &kind.related;
         if watches
             .iter()
             .any(|w: &Watched| w.related.kind == related.kind)
@@ -196,7 +202,7 @@ pub(super) fn resolve(
                 format!("{} is watched twice; list it once", related.kind),
             ));
         }
-        watches.push(watch(&field, related, &watched.map, &schema, bad)?);
+        watches.push(watch(&field, kind, &watched.map, bad)?);
     }
     let external = external(manifest, bad)?;
     distinct_watch_idents(&owns, &mut watches);
@@ -223,6 +229,16 @@ fn distinct_watch_idents(owns: &[Related], watches: &mut [Watched]) {
     }
 }
 
+/// A related kind as the resolver found it, with what its watch may use.
+struct RelatedKind {
+    related: Related,
+    /// Its schema, for field paths.
+    schema: serde_json::Value,
+    /// The field paths its CRD declares in `selectableFields`, as the API server takes them
+    /// in a field selector (`spec.ruleRef.name`); none for a built-in kind.
+    selectable_fields: Vec<String>,
+}
+
 /// Looks related kinds up, generating types once per related CRD.
 struct Resolver<'a, 'b> {
     related_crds: &'a [RelatedCrd],
@@ -236,13 +252,8 @@ struct Resolver<'a, 'b> {
 }
 
 impl Resolver<'_, '_> {
-    /// The kind named at `field`, and its schema (for field paths).
-    fn related(
-        &mut self,
-        field: &str,
-        kind: &str,
-        crd_given: bool,
-    ) -> Result<(Related, serde_json::Value)> {
+    /// The kind named at `field`.
+    fn related(&mut self, field: &str, kind: &str, crd_given: bool) -> Result<RelatedKind> {
         if crd_given {
             let related = self
                 .related_crds
@@ -266,12 +277,16 @@ impl Resolver<'_, '_> {
                 ),
             )
         })?;
-        Ok((Related::builtin(&builtin), builtin.schema()))
+        Ok(RelatedKind {
+            related: Related::builtin(&builtin),
+            schema: builtin.schema(),
+            selectable_fields: Vec::new(),
+        })
     }
 
     /// A kind from a CRD: its types go in a module of their own, one per CRD and version,
     /// named apart from every other types module.
-    fn custom(&mut self, selected: &SelectedCrd) -> Result<(Related, serde_json::Value)> {
+    fn custom(&mut self, selected: &SelectedCrd) -> Result<RelatedKind> {
         let crd = &selected.crd;
         let key = (selected.name().to_owned(), selected.version().name.clone());
         let (module, root) = match self.modules_by_crd.get(&key) {
@@ -296,8 +311,15 @@ impl Resolver<'_, '_> {
             .unwrap_or_default();
         let types = RustPath::constant("crate::types");
         let kind = &crd.spec.names.kind;
-        Ok((
-            Related {
+        let selectable_fields = selected
+            .version()
+            .selectable_fields
+            .iter()
+            .flatten()
+            .filter_map(|f| f.json_path.strip_prefix('.').map(str::to_owned))
+            .collect();
+        Ok(RelatedKind {
+            related: Related {
                 ident: naming::snake_ident(kind),
                 kind: Text::from(kind.as_str()),
                 rust_path: types.join(&module).join(&root),
@@ -310,19 +332,20 @@ impl Resolver<'_, '_> {
                 skeleton: false,
             },
             schema,
-        ))
+            selectable_fields,
+        })
     }
 }
 
 /// A watched kind with its mapping rule, checked: a label or annotation key must be one
 /// Kubernetes accepts, and a field path must lead to a string field of the kind's schema.
-fn watch(
-    field: &str,
-    related: Related,
-    map: &MapRule,
-    schema: &serde_json::Value,
-    bad: Bad,
-) -> Result<Watched> {
+fn watch(field: &str, kind: RelatedKind, map: &MapRule, bad: Bad) -> Result<Watched> {
+    let RelatedKind {
+        related,
+        schema,
+        selectable_fields,
+    } = kind;
+    let schema = &schema;
     let (rule, key, source) = match map {
         MapRule::Label(key) | MapRule::Annotation(key) => {
             naming::check_label_key(key).map_err(|reason| bad(&format!("{field}.map"), reason))?;
@@ -349,6 +372,9 @@ fn watch(
         rule.word()
     };
     let metadata_only = rule != MapKind::Field || source.starts_with("metadata.");
+    // `!=` with no value: the API server leaves out objects where the field is empty or unset.
+    let field_selector = (rule == MapKind::Field && selectable_fields.contains(&source))
+        .then(|| Text::new(format!("{source}!=")));
     Ok(Watched {
         metadata_only,
         key_const: naming::const_ident(&format!("{}_{suffix}", related.ident)),
@@ -357,6 +383,7 @@ fn watch(
         rule,
         key: Text::new(key),
         source: Text::new(source),
+        field_selector,
     })
 }
 

@@ -136,8 +136,10 @@ pub struct Webhook {
 /// Its own Deployment, pods,
 /// Secret and Service are objects of kinds such webhooks may gate, and with `failurePolicy:
 /// Fail` an operator that gates its own rollout can never be repaired while it is down.
-/// Kubernetes 1.20 has no `matchConditions`, and an object label would let anyone who creates
-/// an object skip the hooks; a namespace label takes the right to edit namespaces.
+/// An object label would let anyone who creates an object skip the hooks; a namespace label
+/// takes the right to edit namespaces. (`matchConditions`, GA since Kubernetes 1.30, could
+/// exempt the operator's own objects by name instead; that is a design choice of its own,
+/// not made here.)
 pub(super) fn needs_own_namespace(
     manifest: Option<manifest::Webhooks>,
     archetype: Archetype,

@@ -19,7 +19,7 @@ use std::{
 use anyhow::{Context as _, Result, bail};
 use serde_json::{Value, json};
 
-use super::{Suite, webhooks::for_kube_1_20};
+use super::Suite;
 
 /// How long Prometheus gets to scrape, evaluate and answer: it scrapes and evaluates every
 /// second here, and a rate needs two samples.
@@ -442,8 +442,8 @@ impl Suite {
         missing
     }
 
-    /// prometheus-operator's ServiceMonitor and PrometheusRule CRDs, from the real ones, made
-    /// fit for 1.20; created only when missing, since an operator under test may reconcile
+    /// prometheus-operator's ServiceMonitor and PrometheusRule CRDs, the real ones as
+    /// published; installed only when missing, since an operator under test may reconcile
     /// PrometheusRules itself.
     fn install_monitoring_crds(&self) -> Result<()> {
         let folder = self
@@ -464,11 +464,7 @@ impl Suite {
             if present {
                 continue;
             }
-            let mut crd = document(&folder.join(file))?;
-            for_kube_1_20(&mut crd);
-            let path = self.env.logs.join(format!("{name}.json"));
-            fs::write(&path, crd.to_string())?;
-            self.admin(&["create", "--validate=false", "-f"], Some(&path))?;
+            self.admin(&["apply", "--server-side", "-f"], Some(&folder.join(file)))?;
             self.admin(
                 &[
                     "wait",

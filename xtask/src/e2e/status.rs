@@ -162,7 +162,7 @@ impl Suite {
         }
         let ours = condition(&object, &own).context("the operator's own condition")?;
         if ours["message"].as_str().is_none_or(str::is_empty) {
-            bail!("the operator's condition has no message, which 1.20 reads as null: {ours}");
+            bail!("the operator's condition says nothing of its outcome (no message): {ours}");
         }
         if reconciled < RECONCILES {
             bail!("only {reconciled} reconciles of the {RECONCILES} asked for within the deadline");

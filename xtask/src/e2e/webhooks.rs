@@ -130,9 +130,7 @@ impl Suite {
             &path,
             json!({"apiVersion": "v1", "kind": "List", "items": objects}).to_string(),
         )?;
-        // Client-side: kube-apiserver 1.20 refuses a server-side apply of a configuration's
-        // `webhooks` ("field not declared in schema").
-        self.admin(&["apply", "-f"], Some(&path))
+        self.admin(&["apply", "--server-side", "-f"], Some(&path))
     }
 
     /// What [`Suite::install_webhooks`] applied, as it applied it.
@@ -328,18 +326,8 @@ impl Suite {
     pub(super) fn cert_manager_overlay(&mut self) -> Result<()> {
         self.remove_webhooks()?;
         for crd in cert_manager_crds(self) {
-            let text = fs::read_to_string(&crd)?;
-            let mut crd: Value =
-                serde_saphyr::from_str_with_options(&text, operator_gen::limits::yaml_options())
-                    .with_context(|| format!("reading {}", crd.display()))?;
-            // Written for newer API servers: see `for_kube_1_20`. kubectl 1.20 and a
-            // server-side apply refuse fields they do not know (`selectableFields`), which a
-            // create drops.
-            for_kube_1_20(&mut crd);
-            let path = self.env.logs.join("cert-manager-crd.json");
-            fs::write(&path, crd.to_string())?;
-            self.admin(&["delete", "--ignore-not-found", "-f"], Some(&path))?;
-            self.admin(&["create", "--validate=false", "-f"], Some(&path))?;
+            self.admin(&["delete", "--ignore-not-found", "-f"], Some(&crd))?;
+            self.admin(&["apply", "--server-side", "-f"], Some(&crd))?;
         }
         for crd in ["certificates.cert-manager.io", "issuers.cert-manager.io"] {
             self.admin(
@@ -359,8 +347,8 @@ impl Suite {
                 bail!("{} builds no {kind}", overlay.display());
             }
         }
-        // kubectl 1.20's kustomize blanks references to a name it deleted, into `{}` documents
-        // and empty names, which a dry run accepts.
+        // The overlay deletes the base's cluster role for caBundle and its binding: nothing may
+        // be left blank in their place (an empty document or name), which a dry run accepts.
         if built
             .lines()
             .any(|line| line.trim() == "{}" || line.trim_end().ends_with("name: \"\""))
@@ -368,28 +356,5 @@ impl Suite {
             bail!("{} blanks a name:\n{built}", overlay.display());
         }
         self.admin(&["apply", "--dry-run=server", "-k"], Some(&overlay))
-    }
-}
-
-/// Adapts a current CRD's schema, in memory, to kube-apiserver 1.20, which reads
-/// `default: ""` as null and refuses it. Such defaults go; a list-map key that had one is
-/// made required instead, as 1.20 demands a key have one or the other. A dry run of objects
-/// that set their keys validates the same.
-pub(crate) fn for_kube_1_20(schema: &mut Value) {
-    match schema {
-        Value::Object(fields) => {
-            if fields.get("default") == Some(&Value::String(String::new())) {
-                fields.remove("default");
-            }
-            let keys = fields.get("x-kubernetes-list-map-keys").cloned();
-            if let (Some(Value::Array(keys)), Some(items)) = (keys, fields.get_mut("items")) {
-                let required = items["required"].as_array().cloned().unwrap_or_default();
-                let missing = keys.into_iter().filter(|k| !required.contains(k));
-                items["required"] = required.iter().cloned().chain(missing).collect();
-            }
-            fields.values_mut().for_each(for_kube_1_20);
-        }
-        Value::Array(items) => items.iter_mut().for_each(for_kube_1_20),
-        _ => {}
     }
 }
