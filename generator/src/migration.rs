@@ -20,6 +20,10 @@ const MOVED_TO_RUNTIME: &[&str] = &["src/leader.rs", "src/telemetry.rs"];
 /// The user's kustomize overlay, written once and never rewritten.
 const OVERLAY: &str = "deploy/kustomization.yaml";
 
+/// The user's patch of the generated Deployment, and the Deployment it patches.
+const DEPLOYMENT_PATCH: &str = "deploy/deployment-patch.yaml";
+const BASE_DEPLOYMENT: &str = "deploy/base/deployment.yaml";
+
 /// Fields of a Kustomization that kustomize v5 deprecates, which operator-gen wrote into
 /// overlays while its own test cluster ran kubectl 1.20 (kustomize v2.0.3), and what replaces
 /// each.
@@ -61,6 +65,14 @@ pub fn notes(out: &Path) -> Vec<String> {
             it_or_them(&flat),
         ));
     }
+    if let Some((patched, base)) = patch_in_another_namespace(out) {
+        notes.push(format!(
+            "{DEPLOYMENT_PATCH} patches the Deployment in namespace {patched:?}, but \
+             {BASE_DEPLOYMENT} now runs it in {base:?}, and kustomize matches a patch by \
+             namespace too, so `kubectl kustomize deploy/` fails: set `metadata.namespace: \
+             {base}` in {DEPLOYMENT_PATCH}"
+        ));
+    }
     let moved = present(out, MOVED_TO_RUNTIME);
     if !moved.is_empty() {
         notes.push(format!(
@@ -93,6 +105,30 @@ fn deprecated_overlay_fields(out: &Path) -> Vec<(&'static str, &'static str)> {
             })
         })
         .collect()
+}
+
+/// The namespaces of the user's Deployment patch and of the generated Deployment, when both
+/// name one and they differ: the base moved (an operator that gained admission webhooks of a
+/// built-in kind runs in a namespace of its own), and the patch, written once, did not.
+fn patch_in_another_namespace(out: &Path) -> Option<(String, String)> {
+    let patched = metadata_namespace(out, DEPLOYMENT_PATCH)?;
+    let base = metadata_namespace(out, BASE_DEPLOYMENT)?;
+    (patched != base).then_some((patched, base))
+}
+
+/// `metadata.namespace` of the YAML document at `relative`, read within the manifest caps; a
+/// file that is missing, unreadable or not such a document gives none, and so no note.
+fn metadata_namespace(out: &Path, relative: &str) -> Option<String> {
+    let bytes = CrateDir::new(out)
+        .read(Path::new(relative), crate::limits::MAX_MANIFEST_BYTES)
+        .ok()??;
+    let text = std::str::from_utf8(&bytes).ok()?;
+    let document: serde_json::Value =
+        serde_saphyr::from_str_with_options(text, crate::limits::yaml_options()).ok()?;
+    document
+        .pointer("/metadata/namespace")?
+        .as_str()
+        .map(str::to_owned)
 }
 
 /// Which of `files` are regular files in the crate in `out`.
@@ -166,6 +202,37 @@ mod tests {
         assert!(
             only_bases[0].contains("uses `bases:`, which") && !only_bases[0].contains("path:"),
             "{only_bases:?}"
+        );
+    }
+
+    #[test]
+    fn a_deployment_patch_left_in_the_old_namespace_is_told_the_new_one() {
+        let tmp = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(tmp.path().join("deploy/base")).unwrap();
+        let deployment = |namespace: &str| {
+            format!(
+                "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: op\n  namespace: {namespace}\n"
+            )
+        };
+        std::fs::write(tmp.path().join(BASE_DEPLOYMENT), deployment("op")).unwrap();
+        std::fs::write(tmp.path().join(DEPLOYMENT_PATCH), deployment("op")).unwrap();
+        assert!(
+            notes(tmp.path()).is_empty(),
+            "the same namespace needs no note"
+        );
+        std::fs::write(tmp.path().join(DEPLOYMENT_PATCH), deployment("default")).unwrap();
+        let notes = notes(tmp.path());
+        assert_eq!(notes.len(), 1, "{notes:?}");
+        assert!(
+            notes[0].contains("in namespace \"default\"")
+                && notes[0]
+                    .ends_with("set `metadata.namespace: op` in deploy/deployment-patch.yaml"),
+            "{notes:?}"
+        );
+        std::fs::write(tmp.path().join(DEPLOYMENT_PATCH), "{ not: [yaml").unwrap();
+        assert!(
+            super::notes(tmp.path()).is_empty(),
+            "a patch that does not parse gets no note"
         );
     }
 
