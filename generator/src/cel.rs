@@ -20,6 +20,8 @@
 //! - **not reached**: rules on fields the object leaves out, which the API server does not run
 //!   either.
 
+pub mod keeping;
+
 use std::collections::BTreeSet;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::JSONSchemaProps;

@@ -21,6 +21,9 @@ pub struct SelectedCrd {
     pub version_index: usize,
     /// Whether the version was chosen by default (the storage version) rather than asked for.
     pub defaulted: bool,
+    /// What was changed in `crd` to make it one the API server installs, for the user to
+    /// hear: a CRD published with no storage version, or several, gets one.
+    pub warnings: Vec<String>,
 }
 
 impl SelectedCrd {
@@ -236,7 +239,6 @@ fn check_names(origin: &str, crd: &CustomResourceDefinition) -> Result<()> {
     if let Some(reason) = group_problem(&crd.spec.group, is_approved(crd)) {
         return Err(reject("spec.group", &crd.spec.group, reason));
     }
-    check_storage(origin, crd)?;
     // The name reaches generated code and RBAC rules; the API server accepts only this one.
     let expected = format!("{}.{}", names.plural, crd.spec.group);
     if expected.len() > 253 {
@@ -334,26 +336,49 @@ fn is_approved(crd: &CustomResourceDefinition) -> bool {
         .is_some_and(|a| a.contains_key("api-approved.kubernetes.io"))
 }
 
-/// Refuses a CRD without exactly one storage version, as the API server does: objects are
-/// stored in one version, and which one would otherwise be a guess.
-fn check_storage(origin: &str, crd: &CustomResourceDefinition) -> Result<()> {
-    let storage: Vec<usize> = (0..crd.spec.versions.len())
-        .filter(|&i| crd.spec.versions[i].storage)
+/// Marks exactly one version `storage: true` when the CRD as published marks none or several,
+/// which the API server would refuse; returns what it did, for a warning. Upstream projects do
+/// publish such files, and the types are what the user came for, so the choice is made and
+/// said rather than refused: of the versions marked (or, with none marked, those served), the
+/// one Kubernetes ranks first (v1 before v1beta2 before v1alpha1), as kubectl prefers it.
+fn settle_storage(origin: &str, crd: &mut CustomResourceDefinition) -> Option<String> {
+    let versions = &mut crd.spec.versions;
+    let marked: Vec<usize> = (0..versions.len())
+        .filter(|&i| versions[i].storage)
         .collect();
-    let reason = match storage.as_slice() {
-        [_] => return Ok(()),
-        [] => "spec.versions: no version has `storage: true`, which the API server would reject: \
-               mark exactly one"
-            .to_owned(),
-        [first, second, ..] => format!(
-            "spec.versions[{first}] and spec.versions[{second}] both have `storage: true`, which \
-             the API server would reject: mark exactly one"
+    let (candidates, problem) = match marked.as_slice() {
+        [_] => return None,
+        [] => (
+            (0..versions.len())
+                .filter(|&i| versions[i].served)
+                .collect(),
+            "no version has `storage: true`".to_owned(),
+        ),
+        several => (
+            several.to_vec(),
+            format!(
+                "{} {} have `storage: true`",
+                several
+                    .iter()
+                    .map(|&i| format!("spec.versions[{i}] ({})", versions[i].name))
+                    .collect::<Vec<_>>()
+                    .join(" and "),
+                if several.len() == 2 { "both" } else { "all" },
+            ),
         ),
     };
-    Err(Error::NotACrd {
-        origin: origin.to_owned(),
-        reason,
-    })
+    let chosen = candidates
+        .into_iter()
+        .max_by_key(|&i| kube_core::Version::parse(&versions[i].name).priority())?;
+    for (i, version) in versions.iter_mut().enumerate() {
+        version.storage = i == chosen;
+    }
+    Some(format!(
+        "{origin}: {problem}, which the API server would refuse: the crate stores {} (the \
+         version Kubernetes ranks first among them), and deploy/base/crd.yaml marks it alone; \
+         mark the same one in the CRD you install elsewhere",
+        versions[chosen].name
+    ))
 }
 
 fn served_versions(crd: &CustomResourceDefinition) -> Vec<String> {
@@ -415,6 +440,8 @@ pub fn select(
         }
     };
     check_names(origin, &crd)?;
+    let mut crd = crd;
+    let warnings: Vec<String> = settle_storage(origin, &mut crd).into_iter().collect();
     let crd_name = crd
         .metadata
         .name
@@ -478,6 +505,7 @@ pub fn select(
         crd,
         version_index,
         defaulted,
+        warnings,
     })
 }
 
@@ -522,14 +550,6 @@ spec:
         let long_group = vec!["x".repeat(62); 4].join(".");
         let cases = [
             (
-                CRD.replace("storage: true", "storage: false"),
-                "no version has `storage: true`",
-            ),
-            (
-                CRD.replace("storage: false", "storage: true"),
-                "spec.versions[0] and spec.versions[1] both have `storage: true`",
-            ),
-            (
                 CRD.replace("example.com", "example"),
                 "spec.group is \"example\", which the API server would reject: it must be a group with a dot",
             ),
@@ -556,6 +576,46 @@ spec:
         );
         let crds = parse_all("w.yaml", approved.as_bytes()).unwrap();
         assert!(select("w.yaml", crds, &Selection::default()).is_ok());
+    }
+
+    #[test]
+    fn a_crd_without_exactly_one_storage_version_gets_one_and_a_warning() {
+        let settled = |text: String| {
+            let crds = parse_all("w.yaml", text.as_bytes()).expect("parsed, not refused");
+            select("w.yaml", crds, &Selection::default()).expect("selected, not refused")
+        };
+        let storage = |selected: &SelectedCrd| -> Vec<String> {
+            let versions = selected.crd.spec.versions.iter();
+            versions
+                .filter(|v| v.storage)
+                .map(|v| v.name.clone())
+                .collect()
+        };
+        // Both marked: v1 ranks before v1alpha1, wherever it is listed.
+        let both = settled(CRD.replace("storage: false", "storage: true"));
+        assert_eq!(storage(&both), ["v1"]);
+        assert_eq!(
+            both.version().name,
+            "v1",
+            "the storage version is the default"
+        );
+        assert_eq!(both.warnings.len(), 1);
+        assert!(
+            both.warnings[0].starts_with("w.yaml: spec.versions[0] (v1alpha1) and spec.versions[1] (v1) both have `storage: true`")
+                && both.warnings[0].contains("the crate stores v1"),
+            "{:?}",
+            both.warnings
+        );
+        // None marked: the first of the served ones by Kubernetes' ranking.
+        let none = settled(CRD.replace("storage: true", "storage: false"));
+        assert_eq!(storage(&none), ["v1"]);
+        assert!(none.warnings[0].contains("no version has `storage: true`"));
+        let unserved = CRD
+            .replace("storage: true", "storage: false")
+            .replace("served: true\n      storage: false\n      schema: { openAPIV3Schema: { type: object } }\n\"#", "x");
+        assert!(unserved.contains("served"), "the fixture still parses");
+        // Exactly one: untouched, and no warning.
+        assert!(settled(CRD.to_owned()).warnings.is_empty());
     }
 
     #[test]

@@ -9,9 +9,11 @@
 //! server may reject it, and the cluster test then names the field.
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
-    JSONSchemaProps, JSONSchemaPropsOrArray,
+    JSONSchemaProps, JSONSchemaPropsOrArray, JSONSchemaPropsOrBool,
 };
 use serde_json::{Map, Value};
+
+use crate::cel::keeping::Hint;
 
 /// The top-level fields of a sample object, without `apiVersion`, `kind` and `metadata`,
 /// which the operator sets itself.
@@ -115,6 +117,103 @@ pub fn variations(root: &JSONSchemaProps, object: &Value, path: &str, rule: &str
         }
     }
     found
+}
+
+/// Objects that take, at the field `path` where `rule` is attached, what the rule itself asks
+/// for ([`crate::cel::keeping`]): one per way of keeping it, in the rule's order. A field the
+/// rule names is created, with any objects on the way to it; a field the schema does not type
+/// (`metadata`, in a CRD) takes the rule's value as it is.
+pub fn kept_variations(
+    root: &JSONSchemaProps,
+    object: &Value,
+    path: &str,
+    rule: &str,
+) -> Vec<Value> {
+    let Some((schema, pointer)) = locate(root, path) else {
+        return Vec::new();
+    };
+    crate::cel::keeping::alternatives(rule)
+        .iter()
+        .filter_map(|hints| {
+            let mut changed = object.clone();
+            let node = changed.pointer_mut(&pointer)?;
+            for hint in hints {
+                apply(schema, node, hint)?;
+            }
+            (changed != *object).then_some(changed)
+        })
+        .collect()
+}
+
+/// Makes `node`, of schema `schema`, do what `hint` asks at its path; `None` when it cannot.
+fn apply(schema: &JSONSchemaProps, node: &mut Value, hint: &Hint) -> Option<()> {
+    let (path, last) = match hint {
+        Hint::Equal { path, .. }
+        | Hint::Present { path }
+        | Hint::Absent { path }
+        | Hint::AtLeast { path, .. } => path.split_last().map(|(last, up)| (up, last))?,
+    };
+    let mut field_schema = Some(schema);
+    let mut parent = node;
+    for name in path {
+        field_schema = field_schema.and_then(|s| s.properties.as_ref()?.get(name));
+        let fields = parent.as_object_mut()?;
+        parent = fields
+            .entry(name.clone())
+            .or_insert_with(|| Value::Object(Map::new()));
+    }
+    let field_schema = field_schema.and_then(|s| s.properties.as_ref()?.get(last));
+    let fields = parent.as_object_mut()?;
+    match hint {
+        Hint::Equal { value, .. } => {
+            fields.insert(last.clone(), value.clone());
+        }
+        Hint::Absent { .. } => {
+            fields.remove(last);
+        }
+        Hint::Present { .. } => {
+            let least = field_schema.map_or_else(|| Value::from("a"), sample);
+            fields.entry(last.clone()).or_insert(least);
+        }
+        Hint::AtLeast { size, .. } => {
+            let current = fields
+                .get(last)
+                .cloned()
+                .or_else(|| field_schema.map(sample))
+                .unwrap_or_else(|| Value::from(""));
+            let grown = match current {
+                Value::String(text) if text.chars().count() < *size => Value::String(format!(
+                    "{text}{}",
+                    "a".repeat(*size - text.chars().count())
+                )),
+                Value::Object(mut entries) if entries.len() < *size => {
+                    // A map (`additionalProperties`): entries `a`, `b`, … at their least value.
+                    let value = match field_schema.and_then(|s| s.additional_properties.as_ref()) {
+                        Some(JSONSchemaPropsOrBool::Schema(value)) => sample(value),
+                        _ => return None,
+                    };
+                    for key in (b'a'..=b'z').map(|c| char::from(c).to_string()) {
+                        if entries.len() >= *size {
+                            break;
+                        }
+                        entries.entry(key).or_insert_with(|| value.clone());
+                    }
+                    Value::Object(entries)
+                }
+                Value::Array(mut items) if items.len() < *size => {
+                    let item = match field_schema.and_then(|s| s.items.as_ref()) {
+                        Some(JSONSchemaPropsOrArray::Schema(item)) => sample(item),
+                        _ => items.first().cloned()?,
+                    };
+                    items.resize(*size, item);
+                    Value::Array(items)
+                }
+                other => other,
+            };
+            fields.insert(last.clone(), grown);
+        }
+    }
+    Some(())
 }
 
 /// The schema of the field `path` and its JSON pointer in the object.

@@ -49,6 +49,21 @@ fn issuer_watches_certificates_selectable() {
 }
 
 #[test]
+fn ptpoperatorconfig_singleton() {
+    snapshot_fixture("ptpoperatorconfig-singleton");
+}
+
+#[test]
+fn ratelimitpolicy_reference_kinds() {
+    snapshot_fixture("ratelimitpolicy-reference-kinds");
+}
+
+#[test]
+fn osie_no_storage_version() {
+    snapshot_fixture("osie-no-storage-version");
+}
+
+#[test]
 fn imagepolicy_v1beta2_field_channel() {
     snapshot_fixture("imagepolicy-v1beta2-field-channel");
 }

@@ -63,6 +63,13 @@ pub struct Primary {
     /// The smallest valid body of the primary (everything but `apiVersion`, `kind` and
     /// `metadata`) as JSON, when the generator knows the schema.
     pub sample: Option<Text>,
+    /// The name every sample takes, when the CRD's rules pin it (a singleton's
+    /// `self.metadata.name == 'cluster'`); otherwise the caller names it.
+    pub sample_name: Option<Text>,
+    /// Whether the sample built from the schema still breaks a CEL rule of the CRD, which only
+    /// `sample:` values in `operator.yaml` can mend (the warnings name each): the cluster test
+    /// says so.
+    pub sample_breaks_rules: bool,
     /// Whether the version is the CRD's storage version, a fact about the CRD that generated
     /// docs state.
     pub storage_version: bool,
@@ -157,6 +164,8 @@ impl Names<'_> {
             status_subresource: false,
             conditions: None,
             sample: None,
+            sample_name: None,
+            sample_breaks_rules: false,
             storage_version: false,
             kinds: Vec::new(),
         }
@@ -211,8 +220,12 @@ fn imported(
         let mut primary = names.primary(kind);
         primary.crd_name = Text::from(selected.name());
         primary.storage_version = version.storage;
-        let mut warnings = Vec::new();
-        primary.sample = schema_sample(manifest_origin, selected, &names, sample, &mut warnings)?;
+        let mut warnings = selected.warnings.clone();
+        if let Some(sample) =
+            schema_sample(manifest_origin, selected, &names, sample, &mut warnings)?
+        {
+            sample.fill(&mut primary);
+        }
         let mut facts = PrimaryFacts::plain(primary, Archetype::Dynamic);
         facts.origin = Some(selected.origin.clone());
         facts.warnings = warnings;
@@ -243,7 +256,8 @@ fn imported(
     let mut versions = Vec::new();
     let mut selected_module = None;
     let mut uses_chrono = types.uses_chrono;
-    let mut warnings = types.warnings.clone();
+    let mut warnings = selected.warnings.clone();
+    warnings.extend(types.warnings.iter().cloned());
     for (index, served) in crd
         .spec
         .versions
@@ -278,7 +292,9 @@ fn imported(
     {
         primary.conditions = conditions(schema);
     }
-    primary.sample = schema_sample(manifest_origin, selected, &names, sample, &mut warnings)?;
+    if let Some(sample) = schema_sample(manifest_origin, selected, &names, sample, &mut warnings)? {
+        sample.fill(&mut primary);
+    }
     primary.storage_version = version.storage;
     Ok(PrimaryFacts {
         primary,
@@ -300,15 +316,32 @@ fn schema_sample(
     names: &Names<'_>,
     sample: Option<&serde_json::Value>,
     warnings: &mut Vec<String>,
-) -> Result<Option<Text>> {
+) -> Result<Option<Sample>> {
     let Some(schema) = selected.schema() else {
         return Ok(None);
     };
     let body = sample_body(manifest_origin, schema, sample)?;
-    let (body, cel_warnings) =
-        check_sample_rules(manifest_origin, schema, body, names, sample.is_some())?;
-    warnings.extend(cel_warnings);
-    Ok(Some(Text::new(body.to_string())))
+    let checked = check_sample_rules(manifest_origin, schema, body, names, sample.is_some())?;
+    warnings.extend(checked.warnings.iter().cloned());
+    Ok(Some(checked))
+}
+
+/// A sample as [`check_sample_rules`] left it.
+struct Sample {
+    body: serde_json::Value,
+    /// The name the CRD's rules pin, when they pin one.
+    name: Option<String>,
+    warnings: Vec<String>,
+    breaks_rules: bool,
+}
+
+impl Sample {
+    /// Writes the sample into the primary's model.
+    fn fill(self, primary: &mut Primary) {
+        primary.sample = Some(Text::new(self.body.to_string()));
+        primary.sample_name = self.name.map(Text::new);
+        primary.sample_breaks_rules = self.breaks_rules;
+    }
 }
 
 /// The least body the schema allows with the manifest's `sample:` written over it, refused
@@ -341,21 +374,29 @@ const SAMPLE_NAME: &str = "sample";
 /// Evaluates the CRD's CEL rules on the sample as the shipped tests create it, and returns
 /// the sample with a warning for each rule that could not be checked.
 ///
-/// The least object often breaks a rule that asks for one of several optional fields; the
-/// sample built from the schema then takes, a change at a time, the first of
-/// [`schema_sample::variations`] at the rule's field that mends that rule, breaks no other
-/// and still fits the schema. A sample that still breaks a rule is refused, naming it: the
-/// API server would refuse it too, and this says which rule and why. A sample `operator.yaml` gives is
-/// never changed.
+/// The least object often breaks a rule of its own CRD: one that pins a value (a singleton's
+/// name, the kinds a reference may name) or asks for one of several optional fields. The
+/// sample built from the schema then takes, a change at a time, the first change at the
+/// rule's field that mends that rule, breaks no other and still fits the schema: first what
+/// the rule itself asks for ([`schema_sample::kept_variations`]), then
+/// [`schema_sample::variations`]. The sample is the generator's own invention, so a rule it
+/// still breaks is a warning naming the rule, and the crate is written with its cluster test
+/// saying it needs `sample:` values; a sample `operator.yaml` gives is never changed, and one
+/// that breaks a rule is refused, naming it.
 fn check_sample_rules(
     manifest_origin: &str,
     schema: &JSONSchemaProps,
     body: serde_json::Value,
     names: &Names,
     from_manifest: bool,
-) -> Result<(serde_json::Value, Vec<String>)> {
+) -> Result<Sample> {
     if !cel::has_rules(schema) {
-        return Ok((body, Vec::new()));
+        return Ok(Sample {
+            body,
+            name: None,
+            warnings: Vec::new(),
+            breaks_rules: false,
+        });
     }
     let mut object = body;
     object["apiVersion"] = serde_json::Value::from(names.api_version());
@@ -376,20 +417,27 @@ fn check_sample_rules(
             .map_or(0, |p| p.len())
     };
     let mut fit = misfits(&object);
+    // Each round mends the first broken rule that one change can mend; a rule none can is
+    // passed over, so that the rules after it still get their turn.
     for _ in 0..MAX_SAMPLE_MENDS {
-        let Some(first) = checked.broken.first().filter(|_| !from_manifest) else {
+        if from_manifest {
             break;
-        };
-        let mended = schema_sample::variations(schema, &object, &first.path, &first.rule)
-            .into_iter()
-            .filter(|candidate| misfits(candidate) <= fit)
-            .map(|candidate| {
-                let again = cel::check(&schema_json, &candidate);
-                (candidate, again)
-            })
-            .find(|(_, again)| {
-                again.broken.len() < checked.broken.len() && !again.broken.contains(first)
-            });
+        }
+        let mended = checked.broken.iter().find_map(|broken| {
+            let asked = schema_sample::kept_variations(schema, &object, &broken.path, &broken.rule);
+            let generic = schema_sample::variations(schema, &object, &broken.path, &broken.rule);
+            asked
+                .into_iter()
+                .chain(generic)
+                .filter(|candidate| misfits(candidate) <= fit)
+                .map(|candidate| {
+                    let again = cel::check(&schema_json, &candidate);
+                    (candidate, again)
+                })
+                .find(|(_, again)| {
+                    again.broken.len() < checked.broken.len() && !again.broken.contains(broken)
+                })
+        });
         let Some((candidate, again)) = mended else {
             break;
         };
@@ -397,32 +445,51 @@ fn check_sample_rules(
         object = candidate;
         checked = again;
     }
-    if !checked.broken.is_empty() {
-        let listed: Vec<String> = checked.broken.iter().map(ToString::to_string).collect();
-        let whose = if from_manifest {
-            "with `sample:` written over it"
-        } else {
-            "built from the CRD's schema"
-        };
+    let location = format!("{manifest_origin}: field `sample`");
+    let listed: Vec<String> = checked.broken.iter().map(ToString::to_string).collect();
+    if from_manifest && !listed.is_empty() {
         return Err(Error::Manifest {
-            location: format!("{manifest_origin}: field `sample`"),
+            location,
             reason: format!(
-                "the sample {whose} breaks {}; give `sample:` values that satisfy it",
+                "the sample with `sample:` written over it breaks {}; give `sample:` values that \
+                 satisfy it",
                 listed.join("; ")
             ),
         });
     }
+    let mut warnings: Vec<String> = listed
+        .iter()
+        .map(|broken| {
+            format!(
+                "{location}: the sample built from the CRD's schema breaks {broken}, and no value \
+                 the rule or the schema gives keeps it; the crate is written anyway, but the API \
+                 server will refuse the sample until you give `sample:` values in operator.yaml \
+                 that satisfy the rule (README: \"sample:\"), and tests/cluster.rs says so"
+            )
+        })
+        .collect();
+    let name = object
+        .pointer("/metadata/name")
+        .and_then(serde_json::Value::as_str)
+        .filter(|name| *name != SAMPLE_NAME)
+        .map(str::to_owned);
     if let serde_json::Value::Object(fields) = &mut object {
         for meta in ["apiVersion", "kind", "metadata"] {
             fields.remove(meta);
         }
     }
-    let warnings = checked
-        .warnings
-        .into_iter()
-        .map(|warning| format!("{manifest_origin}: field `sample`: {warning}"))
-        .collect();
-    Ok((object, warnings))
+    warnings.extend(
+        checked
+            .warnings
+            .into_iter()
+            .map(|warning| format!("{location}: {warning}")),
+    );
+    Ok(Sample {
+        body: object,
+        name,
+        warnings,
+        breaks_rules: !listed.is_empty(),
+    })
 }
 
 /// How many changes a sample built from the schema may take to meet the CEL rules.

@@ -294,6 +294,7 @@ impl Resolver<'_, '_> {
             None => {
                 let generated = rust_types::generate(selected)?;
                 self.uses_chrono |= generated.uses_chrono;
+                self.warnings.extend(selected.warnings.iter().cloned());
                 self.warnings.extend(generated.warnings);
                 let module = self.modules.name(&crd.spec.names.kind);
                 self.types.push(TypesModule {

@@ -790,22 +790,66 @@ fn analyze_with_rules(manifest: &str) -> Result<Analysis> {
 }
 
 #[test]
-fn a_sample_that_breaks_a_cel_rule_is_refused_naming_the_rule_and_field() {
-    let err = analyze_with_rules("")
-        .expect_err("the least sample has size 0")
+fn a_sample_built_from_the_schema_takes_the_value_a_cel_rule_asks_for() {
+    // The least sample has size 0; the rule asks for more, and gets the least it allows.
+    let analysis = analyze_with_rules("").expect("the built sample is mended");
+    let sample = analysis.operator.primary.sample.map(|s| s.raw().to_owned());
+    assert_eq!(sample.as_deref(), Some(r#"{"spec":{"size":1}}"#));
+    assert!(!analysis.operator.primary.sample_breaks_rules);
+}
+
+#[test]
+fn a_singleton_rule_pins_the_name_every_sample_takes() {
+    let singleton = "schema: { openAPIV3Schema: { type: object, \
+                     x-kubernetes-validations: [{rule: \"self.metadata.name == 'cluster'\"}], \
+                     properties: { spec: { type: object } } } }";
+    let crd = CRD.replace("schema: { openAPIV3Schema: { type: object } }", singleton);
+    let operator = analyze_crd(&crd, "").unwrap();
+    let name = operator.primary.sample_name.map(|n| n.raw().to_owned());
+    assert_eq!(name.as_deref(), Some("cluster"));
+    let sample = operator.primary.sample.map(|s| s.raw().to_owned());
+    assert_eq!(
+        sample.as_deref(),
+        Some(r#"{"spec":{}}"#),
+        "metadata stays out of the body"
+    );
+}
+
+#[test]
+fn a_rule_the_built_sample_cannot_keep_is_a_warning_and_the_crate_is_still_made() {
+    let odd = "schema: { openAPIV3Schema: { type: object, properties: { spec: { type: object, \
+               x-kubernetes-validations: [{rule: 'self.size % 7 == 3', message: 'size must be 3 mod 7'}], \
+               required: [size], properties: { size: { type: integer } } } } } }";
+    let crd = CRD.replace("schema: { openAPIV3Schema: { type: object } }", odd);
+    let analysis = analyze_crd_warned(&crd, "").expect("a warning, not an error");
+    assert!(analysis.operator.primary.sample_breaks_rules);
+    let warning = analysis
+        .warnings
+        .iter()
+        .find(|w| w.contains("`self.size % 7 == 3`"))
+        .expect("a warning naming the rule");
+    assert!(
+        warning.contains("field `sample`")
+            && warning.contains("at `spec`")
+            && warning.contains("size must be 3 mod 7")
+            && warning.contains("give `sample:` values in operator.yaml"),
+        "{warning}"
+    );
+}
+
+#[test]
+fn a_manifest_sample_that_breaks_a_cel_rule_is_refused_naming_the_rule_and_field() {
+    let err = analyze_with_rules("sample: {spec: {size: -1}}")
+        .expect_err("the manifest's sample breaks the rule")
         .to_string();
     assert!(
         err.contains("field `sample`")
-            && err.contains("built from the CRD's schema")
+            && err.contains("with `sample:` written over it")
             && err.contains("`self.size > 0`")
             && err.contains("at `spec`")
             && err.contains("size must be positive"),
         "{err}"
     );
-    let err = analyze_with_rules("sample: {spec: {size: -1}}")
-        .expect_err("the manifest's sample breaks the rule too")
-        .to_string();
-    assert!(err.contains("with `sample:` written over it"), "{err}");
     // A sample that satisfies it passes; the rule kube-cel cannot compile is a warning, and
     // the transition rule is skipped, as on a create.
     let analysis = analyze_with_rules("sample: {spec: {size: 2}}").unwrap();
