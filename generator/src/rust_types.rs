@@ -635,7 +635,7 @@ fn docs(text: Option<&str>, indent: &str) -> String {
     let Some(text) = text.filter(|t| !t.trim().is_empty()) else {
         return String::new();
     };
-    prose_fences(text)
+    indent_list_continuations(prose_fences(text))
         .iter()
         .map(|line| {
             let line = Text::from(line.trim_end()).comment();
@@ -705,6 +705,68 @@ fn prose_fences(text: &str) -> Vec<String> {
             line.to_owned()
         })
         .collect()
+}
+
+/// `lines` with each line that continues a list item (`* item` then `more of it`) indented
+/// under the item's text, as rustdoc's Markdown reads it either way but clippy's
+/// `doc_lazy_continuation` asks of the code: CRD descriptions, written for Go doc comments,
+/// often wrap list items at the margin. A blank line ends the item; fenced blocks are left
+/// alone.
+fn indent_list_continuations(lines: Vec<String>) -> Vec<String> {
+    let mut item: Option<usize> = None;
+    let mut fenced = false;
+    lines
+        .into_iter()
+        .map(|line| {
+            if fence(&line).is_some() {
+                fenced = !fenced;
+                item = None;
+                return line;
+            }
+            if fenced || line.trim().is_empty() {
+                item = None;
+                return line;
+            }
+            if let Some(width) = list_item_width(&line) {
+                item = Some(width);
+                return line;
+            }
+            let indent = line.len() - line.trim_start().len();
+            match item {
+                Some(width) if indent < width => format!("{}{line}", " ".repeat(width - indent)),
+                _ => line,
+            }
+        })
+        .collect()
+}
+
+/// Where the text of a Markdown list item starts (`* a` at 2, `  10. a` at 6), when `line`
+/// opens one.
+fn list_item_width(line: &str) -> Option<usize> {
+    let indent = line.len() - line.trim_start().len();
+    let rest = &line[indent..];
+    // `* * *` and `---` are thematic breaks, which Markdown reads before list items.
+    let marks: String = rest.chars().filter(|c| !c.is_whitespace()).collect();
+    if marks.len() >= 3
+        && ["*", "-", "_"]
+            .iter()
+            .any(|m| marks.replace(m, "").is_empty())
+    {
+        return None;
+    }
+    let marker = if rest.starts_with(['*', '-', '+']) {
+        1
+    } else {
+        let digits = rest.chars().take_while(char::is_ascii_digit).count();
+        let after = rest[digits..].chars().next();
+        if digits == 0 || digits > 9 || !matches!(after, Some('.' | ')')) {
+            return None;
+        }
+        digits + 1
+    };
+    rest[marker..]
+        .starts_with(' ')
+        .then_some(indent + marker + 1)
 }
 
 /// `Option<T>`'s `T`, if `ty` is an option.
@@ -1001,6 +1063,25 @@ spec:
             ["    ```", "indented code"]
         );
         assert_eq!(prose_fences("```no_run\nx\n```")[0], "```text");
+        let lines = |text: &str| text.lines().map(str::to_owned).collect::<Vec<_>>();
+        assert_eq!(
+            indent_list_continuations(lines(
+                "Either:\n* Gateway: a listener.\nits name.\n\nafter\n10. ten\nmore\n-not a list"
+            )),
+            lines(
+                "Either:\n* Gateway: a listener.\n  its name.\n\nafter\n10. ten\n    more\n    -not a list"
+            )
+        );
+        assert_eq!(
+            indent_list_continuations(lines("```text\n* a\nb\n```\n* c\n  d")),
+            lines("```text\n* a\nb\n```\n* c\n  d"),
+            "fenced lines and continuations already indented stay as they are"
+        );
+        assert_eq!(
+            indent_list_continuations(lines("* * * * *\n| | minute")),
+            lines("* * * * *\n| | minute"),
+            "a thematic break opens no list item"
+        );
         assert_eq!(prose_fences("```ignore edition2021\nx\n```")[0], "```text");
         assert_eq!(prose_fences("```json\n{}\n```")[0], "```json");
     }
