@@ -11,7 +11,10 @@
 //! - the owned children's watches, narrowed to the children this operator manages, on this
 //!   shard;
 //! - every reconcile traced and, through [`Lifecycle::reconcile`], kept to the shard's fence;
-//! - after a failure, the per-object backoff of [`Lifecycle::retry_action`].
+//! - after a failure, the per-object backoff of [`Lifecycle::retry_action`];
+//! - every watch (the primary's, the children's, the watched kinds', the sharder's) listing
+//!   what exists as `--initial-list` says ([`InitialList`]), streamed by default, in pages
+//!   where the API server refuses that (`run/lists.rs`).
 
 use std::{
     fmt::Debug,
@@ -43,11 +46,12 @@ use crate::{
     leader::{self, Election},
     lifecycle::{Lifecycle, ReconcileError},
     metrics::Metrics,
-    settings::Common,
+    settings::{Common, InitialList},
     sharding::{self, Replica},
     traces,
 };
 
+pub(crate) mod lists;
 mod shared;
 
 /// Where an operator watches: the whole cluster, or the namespace its client defaults to
@@ -198,6 +202,8 @@ pub struct Watches<'a> {
     metrics: &'a Arc<Metrics>,
     namespace: Option<&'a str>,
     managed: watcher::Config,
+    /// How each watch of the term lists what exists when it starts (`--initial-list`).
+    initial_list: InitialList,
     /// The owned kinds' caches, counted in the metrics for this term.
     counted: Mutex<Vec<Counted>>,
     /// With one controller per primary kind in a term (see [`elected`]), the watches they
@@ -220,7 +226,7 @@ impl<'a> Watches<'a> {
                 .lock()
                 .unwrap_or_else(|poisoned| poisoned.into_inner())
                 .push(counted);
-            watcher(self.api(), self.managed.clone())
+            lists::watch(self.api(), self.managed.clone(), self.initial_list)
                 .retried()
                 .inspect(self.metrics.listing(&kind))
                 .modify(forget_unread_fields)
@@ -237,12 +243,17 @@ impl<'a> Watches<'a> {
 
     /// The objects of kind `C` that `config` selects, uncached: for
     /// `Controller::watches_stream`. A `PartialObjectMeta<C>` watches their metadata only.
+    /// They are listed as `--initial-list` says, whatever `config` says of it.
     pub fn watched<C: Watched>(
         &self,
         config: watcher::Config,
     ) -> impl Stream<Item = Result<C, watcher::Error>> + Send + 'static {
         let key = shared::Key::of::<C>(&config, false);
-        let start = || watcher(self.api(), config).retried().touched_objects();
+        let start = || {
+            lists::watch(self.api(), config, self.initial_list)
+                .retried()
+                .touched_objects()
+        };
         match &self.shared {
             Some(shared) => shared.stream(key, start).left_stream(),
             None => start().right_stream(),
@@ -250,13 +261,15 @@ impl<'a> Watches<'a> {
     }
 
     /// The watches of one term, in `namespace` or the whole cluster, with the children of
-    /// the operator `name` on `shard`, or on every shard without one.
+    /// the operator `name` on `shard`, or on every shard without one, each listing what exists
+    /// as `initial_list` says.
     fn new(
         client: &'a Client,
         metrics: &'a Arc<Metrics>,
         namespace: Option<&'a str>,
         name: &str,
         shard: Option<&Replica>,
+        initial_list: InitialList,
     ) -> Self {
         let managed = watcher::Config::default().labels(&format!("{MANAGED_BY_LABEL}={name}"));
         // With `--sharding`, only this shard's: children carry their owner's shard label.
@@ -269,6 +282,7 @@ impl<'a> Watches<'a> {
             metrics,
             namespace,
             managed,
+            initial_list,
             counted: Mutex::default(),
             shared: None,
         }
@@ -389,6 +403,7 @@ where
             client: &self.client,
             options: self.options,
             namespace: self.namespace(),
+            initial_list: self.common.initial_list,
             metrics,
             relate,
             reconcile,
@@ -526,7 +541,8 @@ where
     let shard = sharding.replica.as_deref();
     let (client, run_term) = (&client, &run_term);
     let term = |leadership: leader::Term| async move {
-        let mut watches = Watches::new(client, metrics, namespace, name, shard);
+        let mut watches =
+            Watches::new(client, metrics, namespace, name, shard, common.initial_list);
         watches.shared = Some(shared::Shared::default());
         run_term(&leadership, &watches).await;
     };
@@ -538,6 +554,7 @@ struct TermSetup<'a, K: 'static, Relate, Reconcile> {
     client: &'a Client,
     options: &'a Options<K>,
     namespace: Option<&'a str>,
+    initial_list: InitialList,
     metrics: &'a Arc<Metrics>,
     relate: &'a Relate,
     reconcile: &'a Reconcile,
@@ -567,7 +584,7 @@ where
         let _cached = self.metrics.count_cache(&kind, reader.clone());
         // With `--sharding`, only the primaries placed on this replica's shard.
         let config = shard.map_or_else(watcher::Config::default, Replica::primaries);
-        let primaries = watcher(watches.api::<K>(), config)
+        let primaries = lists::watch(watches.api::<K>(), config, watches.initial_list)
             .retried()
             .inspect(self.metrics.listing(&kind))
             .modify(forget_unread_fields)
@@ -605,6 +622,7 @@ where
             self.namespace,
             self.options.name,
             shard,
+            self.initial_list,
         )
     }
 }
@@ -831,6 +849,7 @@ mod tests {
             client: &client,
             options: &OPTIONS,
             namespace: Some("ops"),
+            initial_list: InitialList::default(),
             metrics: &metrics,
             relate: &(),
             reconcile: &(),
@@ -856,10 +875,59 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn every_watch_of_a_term_lists_as_the_settings_say_whatever_its_config_said() {
+        for (initial_list, streamed) in
+            [(InitialList::Streaming, true), (InitialList::Paged, false)]
+        {
+            let (client, server) = mock_api(|_| (500, not_found()));
+            let metrics = Arc::new(Metrics::new(ReadyWhen::WatchesListed(2)));
+            let common = Common {
+                initial_list,
+                ..Common::default()
+            };
+            let runner = Runner::new(client, &OPTIONS, &common, "ops");
+            let term = runner.term_setup(&metrics, &(), &());
+            let watches = term.watches(None);
+            assert_eq!(watches.initial_list, initial_list);
+            let cache = Cache::<ConfigMap>::default();
+            let owned = Box::pin(watches.owned(&cache)).next().await;
+            assert!(
+                matches!(owned, Some(Err(_))),
+                "the mock fails every request"
+            );
+            // A relation's own config says nothing of the initial list the term takes.
+            let config = watcher::Config::default()
+                .streaming_lists()
+                .labels("app=web");
+            let watched = Box::pin(watches.watched::<Node>(config)).next().await;
+            assert!(
+                matches!(watched, Some(Err(_))),
+                "the mock fails every request"
+            );
+            drop(watches);
+            drop(runner);
+            let seen = server.await.expect("the mock API server");
+            let queries: Vec<&str> = seen.iter().filter_map(|s| s.uri.query()).collect();
+            assert_eq!(queries.len(), 2, "{queries:?}");
+            for query in &queries {
+                assert_eq!(
+                    query.contains("sendInitialEvents=true"),
+                    streamed,
+                    "{query}"
+                );
+                assert_eq!(query.contains("watch=true"), streamed, "{query}");
+            }
+            assert!(queries[0].contains("managed-by"), "{queries:?}");
+            assert!(queries[1].contains("app%3Dweb"), "{queries:?}");
+        }
+    }
+
+    #[tokio::test]
     async fn controllers_sharing_a_term_list_an_owned_kind_once_and_each_gets_its_objects() {
         let (client, server) = one_config_map("ops");
         let metrics = Arc::new(Metrics::new(ReadyWhen::WatchesListed(1)));
-        let mut watches = Watches::new(&client, &metrics, Some("ops"), OPTIONS.name, None);
+        let paged = InitialList::Paged;
+        let mut watches = Watches::new(&client, &metrics, Some("ops"), OPTIONS.name, None, paged);
         watches.shared = Some(shared::Shared::default());
         let cache = Cache::<ConfigMap>::default();
         let mut driver = Box::pin(watches.owned(&cache));

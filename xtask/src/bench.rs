@@ -9,6 +9,10 @@
 //!   writes on a restart over a converged world; its peak memory per primary and child pair.
 //!   Then the same with `--sharding`, as one replica and as three: converge time and peak
 //!   memory per replica, the sharder's apart (`bench/sharded.rs`; `sharded` runs it alone).
+//! - `lists`: example-operator's peak memory at `--memory-primaries` primaries with each
+//!   initial list (`--initial-list`): a streaming list against paged lists, and paged lists
+//!   from the API server's watch cache against the most recent; what the API server
+//!   allocated meanwhile and its own peak beside it (`bench/lists.rs`).
 //! - `webhook`: example-operator's admission webhook answering a review in process, against
 //!   decoding the review and encoding an answer (`bench/webhook.rs`).
 //! - `conversion`: backup-controller's conversion webhook converting a page of objects in
@@ -49,6 +53,7 @@ use crate::cluster::{Cluster, OPERATOR_NAMESPACE};
 mod allocations;
 mod conversion;
 mod generation;
+mod lists;
 mod sharded;
 mod webhook;
 
@@ -93,6 +98,10 @@ enum What {
     Runtime,
     /// example-operator with `--sharding`, as one replica and as three.
     Sharded,
+    /// example-operator's peak memory at `--memory-primaries` with each initial list: a
+    /// streaming list against paged lists, and pages from the watch cache against the most
+    /// recent, `--repeat` rounds of each.
+    Lists,
     /// example-operator's admission webhook against decoding and answering alone.
     Webhook,
     /// backup-controller's conversion webhook against relabelling the objects alone.
@@ -148,6 +157,12 @@ pub fn run(args: BenchArgs) -> Result<std::process::ExitCode> {
     if all || args.what == Some(What::Runtime) {
         rows.extend(runtime.block_on(runtime_rows(&workspace, &args))?);
     }
+    if all || args.what == Some(What::Lists) {
+        rows.extend(runtime.block_on(async {
+            let bench = Bench::start(&workspace).await?;
+            lists::rows(&bench, args.memory_primaries.max(1), args.repeat.max(3)).await
+        })?);
+    }
     if args.what == Some(What::Sharded) {
         rows.extend(runtime.block_on(async {
             let bench = Bench::start(&workspace).await?;
@@ -196,6 +211,8 @@ struct Bench {
     operator_binary: PathBuf,
     operator_kubeconfig: PathBuf,
     logs: PathBuf,
+    /// The API server's pid file, beside the admin's kubeconfig.
+    apiserver_pid: PathBuf,
 }
 
 async fn runtime_rows(workspace: &Path, args: &BenchArgs) -> Result<Vec<Row>> {
@@ -368,6 +385,9 @@ impl Bench {
             operator_kubeconfig: cluster
                 .operator_kubeconfig("example-operator", OPERATOR_NAMESPACE)?,
             operator_binary: workspace.join("target/release/example-operator"),
+            apiserver_pid: cluster
+                .admin_kubeconfig()
+                .with_file_name("kube-apiserver.pid"),
             admin,
             logs,
         })
@@ -466,7 +486,7 @@ impl Bench {
         let before = self.server_writes().await?;
         let port = 19300;
         let started = Instant::now();
-        let mut operator = self.start_operator(port, namespace)?;
+        let mut operator = self.start_operator(port, namespace, &[])?;
         let converged = self.children(namespace, n).await;
         let converged = converged.map(|()| started.elapsed());
         let result = async {
@@ -485,7 +505,7 @@ impl Bench {
                 .filter(|(_, count)| *count > 0)
                 .collect();
             stop(&mut operator);
-            let mut restarted = self.start_operator(port, namespace)?;
+            let mut restarted = self.start_operator(port, namespace, &[])?;
             self.settle(port).await?;
             let restart_writes = requests(port)?
                 .iter()
@@ -551,9 +571,12 @@ impl Bench {
         Ok(took)
     }
 
-    fn start_operator(&self, port: u16, namespace: &str) -> Result<Child> {
-        let log = fs::File::create(self.logs.join(format!("{namespace}.log")))?;
+    /// Starts example-operator with its metrics on `port`, its log in `{log}.log`, and `env`
+    /// beside the bench's own variables.
+    fn start_operator(&self, port: u16, log: &str, env: &[(&str, &str)]) -> Result<Child> {
+        let log = fs::File::create(self.logs.join(format!("{log}.log")))?;
         Command::new(&self.operator_binary)
+            .envs(env.iter().copied())
             .env("KUBECONFIG", &self.operator_kubeconfig)
             .env("RUST_LOG", "warn")
             .env("LOG_FORMAT", "json")
@@ -566,6 +589,23 @@ impl Bench {
             .with_context(|| format!("starting {}", self.operator_binary.display()))
     }
 
+    /// Waits until every watch of the operator on `port` has listed what exists
+    /// (`operator_watches_pending` at 0; example-operator is ready as soon as its webhooks
+    /// serve, before that).
+    async fn listed(&self, port: u16) -> Result<()> {
+        let started = Instant::now();
+        loop {
+            let metrics = http_get(port, "/metrics").unwrap_or_default();
+            if metrics.contains("\noperator_watches_pending 0\n") {
+                return Ok(());
+            }
+            if started.elapsed() > Duration::from_secs(300) {
+                bail!("the operator's watches had not listed within 5 minutes");
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
     /// Waits until the operator is ready and its request count has not moved for 2 s.
     async fn settle(&self, port: u16) -> Result<()> {
         let started = Instant::now();
@@ -576,10 +616,7 @@ impl Bench {
                 bail!("the operator did not settle within 5 minutes");
             }
             tokio::time::sleep(Duration::from_millis(250)).await;
-            let Ok(body) = http_get(port, "/readyz") else {
-                continue;
-            };
-            if !body.contains("ready") || body.contains("still") {
+            if !is_ready(port) {
                 continue;
             }
             let total: u64 = requests(port)?.values().sum();
@@ -680,6 +717,11 @@ fn requests(port: u16) -> Result<BTreeMap<String, u64>> {
         counts.insert(verb.to_owned(), value.trim().parse().unwrap_or(0));
     }
     Ok(counts)
+}
+
+/// Whether the operator on `port` answers ready.
+fn is_ready(port: u16) -> bool {
+    http_get(port, "/readyz").is_ok_and(|body| body.contains("ready") && !body.contains("still"))
 }
 
 fn http_get(port: u16, path: &str) -> Result<String> {

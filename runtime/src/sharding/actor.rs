@@ -14,12 +14,12 @@ use kube::{
     Api, Client,
     api::{ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, Preconditions},
     core::PartialObjectMeta,
-    runtime::watcher::{self, Event, watcher},
+    runtime::watcher::{self, Event},
 };
 use tokio::time::Instant;
 
 use super::{Error, Labels, ObjectId, RING_LABEL, Relabel, Sharder};
-use crate::backoff::RetryExt;
+use crate::{backoff::RetryExt, run::lists, settings::InitialList};
 
 /// How many label writes the sharder has in flight at once: enough that assigning thousands of
 /// objects takes seconds, few enough not to crowd the API server.
@@ -33,13 +33,38 @@ type Meta = PartialObjectMeta<DynamicObject>;
 
 /// Runs the sharder of the ring `ring` over the objects of `kinds` in `objects_namespace` (in
 /// every namespace with `None`), the ring's Leases being in `lease_namespace`, until `stop`
-/// resolves. The objects of every kind are placed on the same shards.
+/// resolves. The objects of every kind are placed on the same shards. Its watches list what
+/// exists as [`InitialList::default`] does; a sharded replica's sharder lists as its
+/// settings say.
 pub async fn run(
     client: Client,
     ring: &str,
     lease_namespace: &str,
     objects_namespace: Option<&str>,
     kinds: &[ApiResource],
+    stop: impl Future<Output = ()>,
+) -> Result<(), Error> {
+    let initial_list = InitialList::default();
+    run_listing(
+        client,
+        ring,
+        lease_namespace,
+        objects_namespace,
+        kinds,
+        initial_list,
+        stop,
+    )
+    .await
+}
+
+/// [`run`], its watches listing what exists as `initial_list` says.
+pub(super) async fn run_listing(
+    client: Client,
+    ring: &str,
+    lease_namespace: &str,
+    objects_namespace: Option<&str>,
+    kinds: &[ApiResource],
+    initial_list: InitialList,
     stop: impl Future<Output = ()>,
 ) -> Result<(), Error> {
     let labels = Labels::new(ring)?;
@@ -49,11 +74,8 @@ pub async fn run(
         .collect();
     let mut sharder = Sharder::new(labels, &keys);
     let lease_api = Api::<Lease>::namespaced(client.clone(), lease_namespace);
-    let leases = watcher(
-        lease_api.clone(),
-        watcher::Config::default().labels(&format!("{RING_LABEL}={ring}")),
-    )
-    .retried();
+    let ring_leases = watcher::Config::default().labels(&format!("{RING_LABEL}={ring}"));
+    let leases = lists::watch(lease_api.clone(), ring_leases, initial_list).retried();
     // An Api of PartialObjectMeta lists and watches metadata only; a field selector narrows it
     // to one namespace for any kind, where `Api::namespaced` would need a namespaced one.
     let mut objects_config = watcher::Config::default();
@@ -62,7 +84,7 @@ pub async fn run(
     }
     let objects = stream::select_all(kinds.iter().enumerate().map(|(index, kind)| {
         let api = Api::<Meta>::all_with(client.clone(), kind);
-        let events = watcher(api, objects_config.clone()).retried();
+        let events = lists::watch(api, objects_config.clone(), initial_list).retried();
         events.map(move |event| (index, event)).boxed()
     }));
     tokio::pin!(leases, objects, stop);

@@ -20,7 +20,7 @@ use super::{Error, Fence, Labels, Member, labels::is_label_value};
 use crate::{
     leader::{self, Election},
     metrics::{Metrics, ReadyWhen},
-    settings::Common,
+    settings::{Common, InitialList},
     shutdown::Shutdown,
 };
 
@@ -33,6 +33,8 @@ pub struct Replica {
     labels: Labels,
     name: String,
     fence: watch::Sender<Fence>,
+    /// How the sharder's watches list what exists (`--initial-list`).
+    initial_list: InitialList,
 }
 
 /// Why a term ended.
@@ -65,11 +67,13 @@ impl Replica {
             labels,
             name: name.to_owned(),
             fence,
+            initial_list: InitialList::default(),
         })
     }
 
     /// The replica the operator's settings name (`--pod-name`, `--lease-seconds`), in the ring
-    /// `ring` (the operator's name), its Lease kept in `namespace`.
+    /// `ring` (the operator's name), its Lease kept in `namespace`; its sharder lists as
+    /// `--initial-list` says.
     pub fn from_settings(
         client: kube::Client,
         namespace: &str,
@@ -77,7 +81,11 @@ impl Replica {
         settings: &Common,
     ) -> Result<Self, Error> {
         let name = settings.pod_name.as_deref().ok_or(Error::Unnamed)?;
-        Self::new(client, namespace, name, ring, settings.lease_seconds)
+        let replica = Self::new(client, namespace, name, ring, settings.lease_seconds)?;
+        Ok(Self {
+            initial_list: settings.initial_list,
+            ..replica
+        })
     }
 
     /// This replica's shard: the value of the shard label on its objects.
@@ -214,12 +222,13 @@ where
     let sharder = election.run(&sharder_metrics, |term| {
         let client = replica.client.clone();
         async move {
-            let placed = super::run_sharder(
+            let placed = super::actor::run_listing(
                 client,
                 &replica.ring,
                 &replica.namespace,
                 objects_namespace,
                 kinds,
+                replica.initial_list,
                 term.ended(),
             );
             if let Err(error) = placed.await {
@@ -353,6 +362,21 @@ mod tests {
                 }),
             )
         }
+    }
+
+    #[tokio::test]
+    async fn the_sharder_lists_as_the_settings_say() {
+        let client = crate::testing::offline_client();
+        assert_eq!(replica(client.clone()).initial_list, InitialList::default());
+        let settings = Common {
+            pod_name: Some("op-0".to_owned()),
+            initial_list: InitialList::Paged,
+            ..Common::default()
+        };
+        let replica = Replica::from_settings(client, "ops", "my-operator", &settings);
+        let replica = replica.expect("valid names");
+        assert_eq!(replica.initial_list, InitialList::Paged);
+        assert_eq!(replica.name(), "op-0");
     }
 
     #[tokio::test]

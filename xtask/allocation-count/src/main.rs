@@ -3,9 +3,11 @@
 //! current-thread runtime, under dhat's counting allocator, and prints what the heap did as one
 //! line of JSON.
 //!
-//! The mock lists the primaries (each already holding the finalizer, so the reconcile's one
-//! write is its child's apply), answers each apply with the ConfigMap it was sent, and streams
-//! that ConfigMap into the children's watch, as the API server would. The run ends once every
+//! The mock serves the primaries (each already holding the finalizer, so the reconcile's one
+//! write is its child's apply) as the operator asks for them, streamed (`sendInitialEvents`:
+//! one event each, then the bookmark that ends the initial list) or listed, answers each apply
+//! with the ConfigMap it was sent, and streams that ConfigMap into the children's watch, as the
+//! API server would. The run ends once every
 //! primary has been reconciled twice: for itself, and for its child arriving in the cache.
 //! Everything goes through the real caches and controller; only the network is missing.
 //!
@@ -46,6 +48,8 @@ type ResponseBody = StreamBody<BoxStream<'static, Result<Frame<Bytes>, Infallibl
 struct Mock {
     /// The list of primaries, serialized before counting starts.
     primaries: Bytes,
+    /// The same as a streaming list's events, the bookmark that ends it included.
+    primaries_streamed: Bytes,
     /// The children's watch, until the operator opens it.
     child_events: Mutex<Option<mpsc::UnboundedReceiver<Bytes>>>,
     /// Where applied children go, as watch events.
@@ -100,6 +104,15 @@ fn mock(n: usize) -> Result<Mock, serde_json::Error> {
         primary["metadata"]["finalizers"] = json!([FINALIZER]);
         items.push(primary);
     }
+    let mut streamed = Vec::new();
+    for item in &items {
+        serde_json::to_writer(&mut streamed, &json!({"type": "ADDED", "object": item}))?;
+        streamed.push(b'\n');
+    }
+    streamed.extend_from_slice(&initial_events_end(
+        "monitoring.coreos.com/v1",
+        "PrometheusRule",
+    )?);
     let list = json!({
         "apiVersion": "monitoring.coreos.com/v1",
         "kind": "PrometheusRuleList",
@@ -109,9 +122,24 @@ fn mock(n: usize) -> Result<Mock, serde_json::Error> {
     let (child_sender, receiver) = mpsc::unbounded_channel();
     Ok(Mock {
         primaries: Bytes::from(serde_json::to_vec(&list)?),
+        primaries_streamed: Bytes::from(streamed),
         child_events: Mutex::new(Some(receiver)),
         child_sender,
     })
+}
+
+/// The bookmark that ends a streaming list of `kind`, as one line of a watch.
+fn initial_events_end(api_version: &str, kind: &str) -> Result<Vec<u8>, serde_json::Error> {
+    let mut line = serde_json::to_vec(&json!({"type": "BOOKMARK", "object": {
+        "apiVersion": api_version,
+        "kind": kind,
+        "metadata": {
+            "resourceVersion": "1",
+            "annotations": {"k8s.io/initial-events-end": "true"},
+        },
+    }}))?;
+    line.push(b'\n');
+    Ok(line)
 }
 
 /// Runs the operator until every primary was reconciled for itself and for its child; the
@@ -152,7 +180,12 @@ async fn answer(mock: &Mock, request: Request<Body>) -> Response<ResponseBody> {
     let path = parts.uri.path();
     let query = parts.uri.query().unwrap_or_default();
     let watch = query.contains("watch=true");
+    let streamed = watch && query.contains("sendInitialEvents=true");
     match parts.method {
+        Method::GET if path.ends_with("/prometheusrules") && streamed => respond(
+            StatusCode::OK,
+            once(mock.primaries_streamed.clone()).chain(pending()).boxed(),
+        ),
         Method::GET if path.ends_with("/prometheusrules") && watch => respond(StatusCode::OK, pending()),
         Method::GET if path.ends_with("/prometheusrules") => {
             respond(StatusCode::OK, once(mock.primaries.clone()))
@@ -163,10 +196,14 @@ async fn answer(mock: &Mock, request: Request<Body>) -> Response<ResponseBody> {
                 .lock()
                 .map(|mut events| events.take())
                 .unwrap_or_default();
+            // A streaming list of no children yet: only the bookmark that ends it.
+            let first = streamed
+                .then(|| Bytes::from(initial_events_end("v1", "ConfigMap").unwrap_or_default()));
             match events {
                 Some(events) => respond(
                     StatusCode::OK,
-                    tokio_stream::wrappers::UnboundedReceiverStream::new(events)
+                    futures::stream::iter(first)
+                        .chain(tokio_stream::wrappers::UnboundedReceiverStream::new(events))
                         .map(|event| Ok(Frame::data(event)))
                         .boxed(),
                 ),
