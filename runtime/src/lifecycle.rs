@@ -154,7 +154,7 @@ where
     }
 
     /// What to do after a reconcile of `key` failed with `error`: see
-    /// [`Failures::retry_action`].
+    /// [`crate::failures::Failures::retry_action`].
     pub fn retry_action<E>(&self, key: &ObjectRef<K>, error: &E) -> Action
     where
         E: Retryable + std::fmt::Display,
