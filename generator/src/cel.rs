@@ -1,10 +1,12 @@
 //! A CRD's CEL rules (`x-kubernetes-validations`) evaluated on an object before any API
 //! server sees it, with kube-cel, the evaluator behind kube's `cel` feature.
 //!
-//! kopium drops the rules, and kube-apiserver 1.20, which the project's e2e runs, predates
-//! them and ignores them, so without this nothing would check that the sample a generated
-//! crate's tests create, or an object the e2e creates, satisfies them. The generator, the
-//! corpus run and the e2e all call [`check`], so they agree on what passes.
+//! kopium drops the rules, so a generated crate's types do not know them. The API server
+//! (the project's e2e and corpus run kube-apiserver 1.37, which enforces them) refuses an
+//! object that breaks one, but only once it is sent: checking here says which rule and field
+//! before then, for the sample a generated crate's tests create and for the objects the e2e
+//! creates. The generator, the corpus run and the e2e all call [`check`], so they agree on
+//! what passes, and the corpus run checks that the API server agrees too ([`breaking`]).
 //!
 //! # What counts
 //!
@@ -20,6 +22,7 @@
 //! - **not reached**: rules on fields the object leaves out, which the API server does not run
 //!   either.
 
+pub mod breaking;
 pub mod keeping;
 
 use std::collections::BTreeSet;
@@ -93,6 +96,32 @@ impl std::fmt::Display for Broken {
     }
 }
 
+/// A rule an object reached and kube-cel evaluated, at the first place it ran (for a rule on
+/// list items or map values, the first item or value).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Evaluated {
+    /// The CEL expression.
+    pub rule: String,
+    /// The rule's `message` as written, if it has one.
+    pub message: Option<String>,
+    /// The rule's `reason` (`FieldValueForbidden`, …), which sets the kind of the API
+    /// server's error; `None` for `FieldValueInvalid`.
+    pub reason: Option<String>,
+    /// Where a break of the rule is reported, as [`Broken::path`] gives it: the node's path
+    /// joined with the rule's `fieldPath`.
+    pub path: String,
+    /// The node the rule is attached to, as a JSON pointer into the object with its defaults
+    /// applied ([`Rules::defaulted`]); empty for the object itself.
+    pub node: String,
+}
+
+impl Evaluated {
+    /// Whether `broken` is this rule, broken at this place.
+    pub fn is(&self, broken: &Broken) -> bool {
+        broken.rule == self.rule && broken.path == self.path
+    }
+}
+
 /// What checking one object found.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Checked {
@@ -101,67 +130,98 @@ pub struct Checked {
     pub warnings: Vec<String>,
     /// The rules the object breaks; empty when it passes.
     pub broken: Vec<Broken>,
+    /// The rules counted as evaluated in `tally`, in the schema's order.
+    pub evaluated: Vec<Evaluated>,
 }
 
 /// Evaluates the CEL rules of `schema` (one CRD version's `openAPIV3Schema`, as JSON) on
 /// `object` (the whole resource, `apiVersion`, `kind` and `metadata` included, as rules on
 /// the root may read them), defaulted first as the API server does.
+///
+/// To check many objects against one schema, compile it once with [`Rules::compile`].
 pub fn check(schema: &Value, object: &Value) -> Checked {
-    let mut checked = Checked::default();
-    if !has_rules_in(schema, 0) {
-        return checked;
+    Rules::compile(schema).check(object)
+}
+
+/// A CRD version's CEL rules, compiled once, to check many objects against them.
+pub struct Rules<'a> {
+    schema: &'a Value,
+    /// `None` when the schema has no rules: most have none, and need no compiling.
+    compiled: Option<CompiledSchema>,
+}
+
+impl<'a> Rules<'a> {
+    /// Compiles the rules of `schema`, one CRD version's `openAPIV3Schema` as JSON. A rule
+    /// kube-cel cannot compile is a warning of every [`Rules::check`], not an error here.
+    pub fn compile(schema: &'a Value) -> Self {
+        let compiled = has_rules_in(schema, 0).then(|| kube_cel::compile_schema(schema));
+        Self { schema, compiled }
     }
-    let compiled = kube_cel::compile_schema(schema);
-    let mut counter = Counter::default();
-    counter.walk_all(&compiled, "", 0);
-    let defaulted = kube_cel::apply_defaults(schema, object);
-    counter.walk_reached(&compiled, &defaulted, "", 0);
-    let mut unevaluable = BTreeSet::new();
-    if let Err(errors) = kube_cel::validate_compiled(&compiled, object, None) {
-        for error in errors {
-            match error.kind {
-                // The API server refuses an object on which a rule fails to evaluate (a
-                // field it reads is missing) just as one on which it gives `false`.
-                ErrorKind::ValidationFailure | ErrorKind::EvaluationError => {
-                    checked.broken.push(Broken {
-                        rule: error.rule,
-                        path: error.field_path,
-                        message: error.message,
-                    })
-                }
-                // Counted, with their place, when the schema was walked.
-                ErrorKind::CompilationFailure
-                | ErrorKind::InvalidRule
-                | ErrorKind::SchemaTooDeep => {}
-                _ => {
-                    if unevaluable.insert(error.rule.clone()) {
-                        counter.warnings.push(format!(
-                            "CEL rule `{}` at {} could not be evaluated here ({}); it is not checked",
-                            Text::from(error.rule.as_str()).comment(),
-                            field(&error.field_path),
-                            Text::from(error.message.as_str()).comment()
-                        ));
+
+    /// `object` with the schema's defaults applied, as the API server applies them before it
+    /// evaluates any rule.
+    pub fn defaulted(&self, object: &Value) -> Value {
+        kube_cel::apply_defaults(self.schema, object)
+    }
+
+    /// [`check`] with these rules.
+    pub fn check(&self, object: &Value) -> Checked {
+        let mut checked = Checked::default();
+        let Some(compiled) = &self.compiled else {
+            return checked;
+        };
+        let mut counter = Counter::default();
+        counter.walk_all(compiled, "", 0);
+        let defaulted = self.defaulted(object);
+        counter.walk_reached(compiled, &defaulted, "", "", 0);
+        let mut unevaluable = BTreeSet::new();
+        if let Err(errors) = kube_cel::validate_compiled(compiled, object, None) {
+            for error in errors {
+                match error.kind {
+                    // The API server refuses an object on which a rule fails to evaluate (a
+                    // field it reads is missing) just as one on which it gives `false`.
+                    ErrorKind::ValidationFailure | ErrorKind::EvaluationError => {
+                        checked.broken.push(Broken {
+                            rule: error.rule,
+                            path: error.field_path,
+                            message: error.message,
+                        })
+                    }
+                    // Counted, with their place, when the schema was walked.
+                    ErrorKind::CompilationFailure
+                    | ErrorKind::InvalidRule
+                    | ErrorKind::SchemaTooDeep => {}
+                    _ => {
+                        if unevaluable.insert(error.rule.clone()) {
+                            counter.warnings.push(format!(
+                                "CEL rule `{}` at {} could not be evaluated here ({}); it is not checked",
+                                Text::from(error.rule.as_str()).comment(),
+                                field(&error.field_path),
+                                Text::from(error.message.as_str()).comment()
+                            ));
+                        }
                     }
                 }
             }
         }
+        let total_evaluated = counter.evaluated.len();
+        counter
+            .evaluated_rules
+            .retain(|rule| !unevaluable.contains(&rule.rule));
+        let evaluated_then_warned = total_evaluated - counter.evaluated_rules.len();
+        checked.tally = Tally {
+            evaluated: counter.evaluated_rules.len(),
+            warned: counter.uncompiled + evaluated_then_warned,
+            skipped: counter.skipped.len(),
+            not_reached: counter.total
+                - counter.uncompiled
+                - total_evaluated
+                - counter.skipped.len(),
+        };
+        checked.warnings = counter.warnings;
+        checked.evaluated = counter.evaluated_rules;
+        checked
     }
-    let evaluated_then_warned = counter
-        .evaluated_rules
-        .iter()
-        .filter(|rule| unevaluable.contains(*rule))
-        .count();
-    checked.tally = Tally {
-        evaluated: counter.evaluated.len() - evaluated_then_warned,
-        warned: counter.uncompiled + evaluated_then_warned,
-        skipped: counter.skipped.len(),
-        not_reached: counter.total
-            - counter.uncompiled
-            - counter.evaluated.len()
-            - counter.skipped.len(),
-    };
-    checked.warnings = counter.warnings;
-    checked
 }
 
 /// Finds the version of `crd` (a CustomResourceDefinition as JSON) that `object`'s
@@ -172,6 +232,17 @@ pub fn check(schema: &Value, object: &Value) -> Checked {
 /// A message naming what is missing when the CRD serves no such version or the version has no
 /// schema.
 pub fn check_against_crd(crd: &Value, object: &Value) -> Result<Checked, String> {
+    Ok(check(version_schema(crd, object)?, object))
+}
+
+/// The `openAPIV3Schema` of the version of `crd` (a CustomResourceDefinition as JSON) that
+/// `object`'s `apiVersion` names.
+///
+/// # Errors
+///
+/// A message naming what is missing when the CRD serves no such version or the version has no
+/// schema.
+pub fn version_schema<'c>(crd: &'c Value, object: &Value) -> Result<&'c Value, String> {
     let api_version = object["apiVersion"].as_str().unwrap_or_default();
     let version = api_version.rsplit('/').next().unwrap_or_default();
     let name = crd["metadata"]["name"].as_str().unwrap_or("the CRD");
@@ -195,7 +266,7 @@ pub fn check_against_crd(crd: &Value, object: &Value) -> Result<Checked, String>
             version
         ));
     }
-    Ok(check(schema, object))
+    Ok(schema)
 }
 
 /// `path` as messages name a field.
@@ -238,9 +309,10 @@ fn has_rules_in(schema: &Value, depth: usize) -> bool {
 struct Counter {
     total: usize,
     uncompiled: usize,
-    /// The rules reached and run, by place; with their text, to match kube-cel's errors.
+    /// The rules reached and run, by place; with where each first ran, and its text to match
+    /// kube-cel's errors.
     evaluated: BTreeSet<usize>,
-    evaluated_rules: Vec<String>,
+    evaluated_rules: Vec<Evaluated>,
     skipped: BTreeSet<usize>,
     warnings: Vec<String>,
 }
@@ -274,8 +346,17 @@ impl Counter {
         }
     }
 
-    /// Counts the rules `value` reaches, walking as kube-cel's validator walks.
-    fn walk_reached(&mut self, node: &CompiledSchema, value: &Value, path: &str, depth: usize) {
+    /// Counts the rules `value` reaches, walking as kube-cel's validator walks; `pointer` is
+    /// `path` as a JSON pointer. Properties are walked in name order, so the first place a
+    /// rule runs is the same on every run.
+    fn walk_reached(
+        &mut self,
+        node: &CompiledSchema,
+        value: &Value,
+        path: &str,
+        pointer: &str,
+        depth: usize,
+    ) {
         for compiled in node.validations.iter().flatten() {
             let place = std::ptr::from_ref(compiled) as usize;
             let transition =
@@ -283,16 +364,26 @@ impl Counter {
             if transition {
                 self.skipped.insert(place);
             } else if self.evaluated.insert(place) {
-                self.evaluated_rules.push(compiled.rule.rule.clone());
+                self.evaluated_rules.push(Evaluated {
+                    rule: compiled.rule.rule.clone(),
+                    message: compiled.rule.message.clone(),
+                    reason: compiled.rule.reason.clone(),
+                    path: rule_path(path, compiled.rule.field_path.as_deref()),
+                    node: pointer.to_owned(),
+                });
             }
         }
         if depth >= crate::schema_check::MAX_DEPTH {
             return;
         }
+        let below = |key: &str| format!("{pointer}/{}", key.replace('~', "~0").replace('/', "~1"));
         if let Value::Object(fields) = value {
-            for (name, child) in &node.properties {
+            let mut properties: Vec<_> = node.properties.iter().collect();
+            properties.sort_by_key(|(name, _)| name.as_str());
+            for (name, child) in properties {
                 if let Some(child_value) = fields.get(name) {
-                    self.walk_reached(child, child_value, &join(path, name), depth + 1);
+                    let (path, pointer) = (join(path, name), below(name));
+                    self.walk_reached(child, child_value, &path, &pointer, depth + 1);
                 }
             }
             if let Some(values) = node
@@ -302,18 +393,20 @@ impl Counter {
             {
                 for (key, child_value) in fields {
                     if !node.properties.contains_key(key) {
-                        self.walk_reached(values, child_value, &join(path, key), depth + 1);
+                        let (path, pointer) = (join(path, key), below(key));
+                        self.walk_reached(values, child_value, &path, &pointer, depth + 1);
                     }
                 }
             }
         }
         if let (Some(items), Value::Array(list)) = (&node.items, value) {
             for (index, item) in list.iter().enumerate() {
-                self.walk_reached(items, item, &format!("{path}[{index}]"), depth + 1);
+                let (path, pointer) = (format!("{path}[{index}]"), format!("{pointer}/{index}"));
+                self.walk_reached(items, item, &path, &pointer, depth + 1);
             }
         }
         for branch in node.all_of.iter().chain(&node.one_of).chain(&node.any_of) {
-            self.walk_reached(branch, value, path, depth + 1);
+            self.walk_reached(branch, value, path, pointer, depth + 1);
         }
     }
 }
@@ -323,6 +416,17 @@ fn join(path: &str, name: &str) -> String {
         name.to_owned()
     } else {
         format!("{path}.{name}")
+    }
+}
+
+/// Where kube-cel (and the API server) report a broken rule: the node's path, joined with the
+/// rule's `fieldPath` when it has one.
+fn rule_path(path: &str, field_path: Option<&str>) -> String {
+    match field_path {
+        Some(field) if field.starts_with('.') => format!("{path}{field}"),
+        Some(field) if !path.is_empty() => format!("{path}.{field}"),
+        Some(field) => field.to_owned(),
+        None => path.to_owned(),
     }
 }
 

@@ -5,11 +5,15 @@
 //! The control plane is the e2e's (`cargo xtask cluster`, Kubernetes 1.37). Each CRD is
 //! installed as published and each sample created as generated, so the API server judges
 //! both whole: their schemas, defaults and CEL rules. A CRD it refuses is listed with the
-//! reason it gave. Reading back needs code, and one program per batch does it for every CRD
-//! in the batch: one module per CRD holding the types of the version its crate uses, exactly
-//! as in that crate's `src/types.rs`, so that only those types are compiled, never the
-//! controllers or the other versions. The modules are spread over a few library crates of
-//! about equal size, because type checking a crate runs on one core.
+//! reason it gave. While the CRD is installed, the variants of the sample made to break its
+//! CEL rules are dry-run too, for the agreement of kube-cel and the API server
+//! (`corpus/agreement.rs`).
+//!
+//! Reading back needs code, and one program per batch does it for every CRD in the batch: one
+//! module per CRD holding the types of the version its crate uses, exactly as in that crate's
+//! `src/types.rs`, so that only those types are compiled, never the controllers or the other
+//! versions. The modules are spread over a few library crates of about equal size, because
+//! type checking a crate runs on one core.
 
 use std::{
     collections::BTreeMap,
@@ -17,7 +21,7 @@ use std::{
     io::Write as _,
     path::{Path, PathBuf},
     process::{Command, Stdio},
-    time::Duration,
+    time::{Duration, Instant},
 };
 
 use anyhow::{Context as _, Result, bail};
@@ -29,6 +33,7 @@ use kube::{
 use serde::Deserialize as _;
 use serde_json::Value;
 
+use super::agreement::{Cause, Refusal, Verdict};
 use crate::cluster::Cluster;
 
 /// CustomResourceDefinitions, as the client addresses them.
@@ -44,11 +49,30 @@ fn crd_resource() -> ApiResource {
 
 /// What the API server said, on one line.
 fn reason(error: kube::Error) -> String {
+    refusal(error).message
+}
+
+/// What the API server said, on one line, with the fields it named.
+fn refusal(error: kube::Error) -> Refusal {
     match error {
-        kube::Error::Api(status) => status.message,
-        other => other.to_string(),
+        kube::Error::Api(status) => Refusal {
+            message: status.message.replace('\n', " "),
+            causes: status
+                .details
+                .into_iter()
+                .flat_map(|details| details.causes)
+                .map(|cause| Cause {
+                    field: cause.field,
+                    reason: cause.reason,
+                    message: cause.message,
+                })
+                .collect(),
+        },
+        other => Refusal {
+            message: other.to_string().replace('\n', " "),
+            causes: Vec::new(),
+        },
     }
-    .replace('\n', " ")
 }
 
 /// One CRD as the server phase needs it.
@@ -63,6 +87,8 @@ pub(super) struct Subject {
     /// primary's type among them.
     pub types: String,
     pub root_type: String,
+    /// Variants of the sample made to break its CEL rules, dry-run after it.
+    pub variants: Vec<Value>,
 }
 
 /// What happened to one CRD on the API server.
@@ -72,6 +98,11 @@ pub(super) struct Outcome {
     pub installed: Option<Result<(), String>>,
     pub accepted: Option<Result<(), String>>,
     pub read_back: Option<Result<(), String>>,
+    /// The sample's verdict, and the variants' in their order, once the CRD was installed.
+    pub sample: Option<Verdict>,
+    pub variants: Vec<Verdict>,
+    /// The time the variants' dry runs took, from the first sent to the last answered.
+    pub variants_took: Duration,
 }
 
 impl Outcome {
@@ -90,7 +121,7 @@ pub(super) struct Server {
 }
 
 /// CRDs are installed, and samples dry-run, this many at a time.
-const IN_FLIGHT: usize = 8;
+pub(super) const IN_FLIGHT: usize = 8;
 
 impl Server {
     pub fn start(scratch: &Path) -> Result<Self> {
@@ -155,7 +186,20 @@ impl Server {
         if !ok {
             return (outcome, None);
         }
-        let answer = self.dry_run(subject).await;
+        let answer = self.dry_run(subject, &subject.object).await;
+        outcome.sample = Some(match &answer {
+            Ok(_) => Verdict::Accepted,
+            Err(refusal) => Verdict::Refused(refusal.clone()),
+        });
+        let started = Instant::now();
+        let variants: Vec<Verdict> = futures::stream::iter(&subject.variants)
+            .map(|variant| self.dry_run(subject, variant))
+            .buffered(IN_FLIGHT)
+            .map(|answer| answer.map_or_else(Verdict::Refused, |_| Verdict::Accepted))
+            .collect()
+            .await;
+        outcome.variants_took = started.elapsed();
+        outcome.variants = variants;
         let crds = Api::<DynamicObject>::all_with(self.client.clone(), &crd_resource());
         if let Some(name) = subject.crd["metadata"]["name"].as_str() {
             let _ = crds.delete(name, &DeleteParams::default()).await;
@@ -165,8 +209,8 @@ impl Server {
                 outcome.accepted = Some(Ok(()));
                 (outcome, Some(answer))
             }
-            Err(reason) => {
-                outcome.accepted = Some(Err(reason));
+            Err(refusal) => {
+                outcome.accepted = Some(Err(refusal.message));
                 (outcome, None)
             }
         }
@@ -205,10 +249,14 @@ impl Server {
         Err("not Established within 30 s".to_owned())
     }
 
-    /// The API server's answer to creating the sample, by a server-side dry run.
-    async fn dry_run(&self, subject: &Subject) -> Result<Value, String> {
-        let object = &subject.object;
+    /// The API server's answer to creating `object` (the sample, or a variant of it), by a
+    /// server-side dry run.
+    async fn dry_run(&self, subject: &Subject, object: &Value) -> Result<Value, Refusal> {
         let crd = &subject.crd["spec"];
+        let failed = |message: String| Refusal {
+            message,
+            causes: Vec::new(),
+        };
         let api_version = object["apiVersion"].as_str().unwrap_or_default();
         let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
         let resource = ApiResource {
@@ -226,7 +274,7 @@ impl Server {
         } else {
             Api::all_with(self.client.clone(), &resource)
         };
-        let object = DynamicObject::deserialize(object).map_err(|e| e.to_string())?;
+        let object = DynamicObject::deserialize(object).map_err(|e| failed(e.to_string()))?;
         let params = PostParams {
             dry_run: true,
             ..PostParams::default()
@@ -235,15 +283,17 @@ impl Server {
         let mut last = String::new();
         for _ in 0..50 {
             match api.create(&params, &object).await {
-                Ok(answer) => return serde_json::to_value(answer).map_err(|e| e.to_string()),
+                Ok(answer) => {
+                    return serde_json::to_value(answer).map_err(|e| failed(e.to_string()));
+                }
                 Err(kube::Error::Api(status)) if status.code == 404 => {
                     last = status.message;
                     tokio::time::sleep(Duration::from_millis(100)).await;
                 }
-                Err(e) => return Err(reason(e)),
+                Err(e) => return Err(refusal(e)),
             }
         }
-        Err(last)
+        Err(failed(last))
     }
 
     /// Builds the batch's read-back program and has it decode each answer as its crate's
