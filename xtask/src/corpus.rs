@@ -251,6 +251,7 @@ pub fn run(args: CorpusArgs) -> anyhow::Result<ExitCode> {
 
     let (mut passed, mut failed, mut unserved, mut unkept) = (0, 0, 0, 0);
     let mut rules = Tally::default();
+    let mut not_kept = 0;
     let mut agreed = agreement::Tally::default();
     let mut disagreements = Vec::new();
     let outcomes = entries.iter().filter_map(|entry| entry.server.as_ref());
@@ -315,6 +316,9 @@ pub fn run(args: CorpusArgs) -> anyhow::Result<ExitCode> {
             step(outcome.and_then(|o| o.accepted.as_ref()), &mut error)
         };
         let read_back = step(outcome.and_then(|o| o.read_back.as_ref()), &mut error);
+        if let Some(trials) = &entry.trials {
+            not_kept += trials.sample.broken.len();
+        }
         let cel = match entry.trials.as_ref().map(|trials| trials.sample.tally) {
             Some(tally) if tally.rules() > 0 => {
                 rules += tally;
@@ -381,6 +385,14 @@ pub fn run(args: CorpusArgs) -> anyhow::Result<ExitCode> {
         }
     }
     println!("CEL rules of the samples: {rules}");
+    // What the generator's samples make of the rules they reach: a rule evaluated on the
+    // sample is kept unless the sample breaks it (the generator warned of each such rule).
+    println!(
+        "CEL rules the built samples keep: {} kept, {not_kept} not kept, {} skipped (oldSelf or \
+         not evaluable)",
+        rules.evaluated.saturating_sub(not_kept),
+        rules.skipped + rules.warned,
+    );
     if args.cluster {
         println!("CEL rules judged by kube-cel and the API server: {agreed}");
         for (crd, rule, kube_cel, server) in &disagreements {
