@@ -25,7 +25,7 @@ const DEPLOYMENT_PATCH: &str = "deploy/deployment-patch.yaml";
 const BASE_DEPLOYMENT: &str = "deploy/base/deployment.yaml";
 
 /// Fields of a Kustomization that kustomize v5 deprecates, which operator-gen wrote into
-/// overlays while its own test cluster ran kubectl 1.20 (kustomize v2.0.3), and what replaces
+/// overlays while its own test cluster ran an old kubectl (kustomize v2.0.3), and what replaces
 /// each.
 const DEPRECATED_KUSTOMIZE: &[(&str, &str)] = &[
     ("bases", "list its entries under `resources:`"),

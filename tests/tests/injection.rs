@@ -824,3 +824,121 @@ fn a_first_run_records_a_hostile_crd_path_as_one_scalar_that_leads_back() {
         );
     }
 }
+
+/// The same shape as the twin's in every file, or a printable refusal; `None` when so.
+fn compare(
+    place: &str,
+    payload: &str,
+    twin: &operator_gen::Result<Generated>,
+    attacked: &operator_gen::Result<Generated>,
+) -> Option<String> {
+    let twin = twin
+        .as_ref()
+        .map_err(|e| format!("{place}: the twin was refused: {e}"));
+    let twin = match twin {
+        Ok(twin) => twin,
+        Err(problem) => return Some(problem),
+    };
+    let attacked = match attacked {
+        Ok(attacked) => attacked,
+        Err(error) => {
+            let message = error.to_string();
+            return (!is_printable(&message) || message.contains("bug in operator-gen"))
+                .then(|| format!("{place}: refused badly with {payload:?}: {message:?}"));
+        }
+    };
+    for (a, b) in twin.plan.files.iter().zip(&attacked.plan.files) {
+        if shape(&a.path, &a.contents, Some(TWIN)) != shape(&b.path, &b.contents, Some(payload)) {
+            return Some(format!(
+                "{place}: {} differs in shape from the twin's with {payload:?}",
+                b.path.display()
+            ));
+        }
+    }
+    None
+}
+
+/// Values the generator reads out of other values, which the one-leaf-at-a-time attack cannot
+/// reach whole: the name a CEL rule pins (`self.metadata.name == '…'`, printed as the sample's
+/// name), and a field path that is at once a property key, a `selectableFields` path and a
+/// manifest field (printed as a watch's field selector). Each is the payload in every place at
+/// once, and the files must keep the twin's shape.
+#[test]
+fn a_pinned_sample_name_and_a_field_selector_stay_escaped() {
+    let dir = scratch("read-out-of-values");
+    let cel_string = |text: &str| {
+        text.replace('\\', "\\\\")
+            .replace('\'', "\\'")
+            .replace('\n', "\\n")
+            .replace('\r', "\\r")
+            .replace('\t', "\\t")
+    };
+    let pinned = |name: &str| {
+        let mut crd = parse_yaml(CRD);
+        let rule = format!("self.metadata.name == '{}'", cel_string(name));
+        // versions[1] is v1, the manifest's.
+        crd["spec"]["versions"][1]["schema"]["openAPIV3Schema"]["x-kubernetes-validations"] =
+            serde_json::json!([{ "rule": rule }]);
+        // The name is the generator's choice only where the manifest gives no `sample:`.
+        let mut manifest = parse_yaml(MANIFEST);
+        if let Some(fields) = manifest.as_object_mut() {
+            fields.remove("sample");
+        }
+        generate(&dir, &crd, &parse_yaml(RELATED_CRD), &manifest)
+    };
+    let selected = |key: &str| {
+        let mut related = parse_yaml(RELATED_CRD);
+        let version = &mut related["spec"]["versions"][0];
+        version["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"] =
+            serde_json::json!({ key: { "type": "string" } });
+        version["selectableFields"] = serde_json::json!([{ "jsonPath": format!(".spec.{key}") }]);
+        let mut manifest = parse_yaml(MANIFEST);
+        manifest["watches"] = serde_json::json!([
+            { "kind": "Widget", "crd": "widget.yaml", "map": { "field": format!("spec.{key}") } }
+        ]);
+        generate(&dir, &parse_yaml(CRD), &related, &manifest)
+    };
+    let twin_name = pinned(TWIN);
+    let twin_field = selected(TWIN);
+    let printed = |generated: &operator_gen::Result<Generated>, file: &str, text: &str| {
+        generated.as_ref().is_ok_and(|g| {
+            g.plan
+                .files
+                .iter()
+                .any(|f| f.path.ends_with(file) && f.contents.contains(text))
+        })
+    };
+    assert!(
+        printed(
+            &twin_name,
+            "src/manifest.rs",
+            &format!("{TWIN:?}, namespace")
+        ),
+        "the twin's pinned name is the sample's"
+    );
+    assert!(
+        printed(
+            &twin_field,
+            "src/controller.rs",
+            &format!(".fields(\"spec.{TWIN}!=\")")
+        ),
+        "the twin's watch carries its field selector"
+    );
+    let (mut problems, mut generated) = (Vec::new(), [0, 0]);
+    for payload in payloads() {
+        let attacked = [pinned(&payload), selected(&payload)];
+        let twins = [
+            ("a pinned name", &twin_name),
+            ("a selectable field", &twin_field),
+        ];
+        for (i, (place, twin)) in twins.into_iter().enumerate() {
+            generated[i] += usize::from(attacked[i].is_ok());
+            problems.extend(compare(place, &payload, twin, &attacked[i]));
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+    assert!(
+        generated.iter().all(|&n| n > 0),
+        "some payloads must get through to be printed, not only be refused: {generated:?}"
+    );
+}
