@@ -183,7 +183,10 @@ impl Default for Conversion {
 /// How a watch lists the objects that exist when it starts, before it follows their changes
 /// (`--initial-list`): one setting for every watch of an operator, the primaries', the owned
 /// children's, the watched kinds' and, with `--sharding`, the sharder's.
+///
+/// Non-exhaustive: the API server may gain ways of listing, and a new one is no breaking change.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+#[non_exhaustive]
 pub enum InitialList {
     /// One watch that first sends every object as an event, from the API server's watch
     /// cache, then a bookmark that ends the list, and goes on with their changes
@@ -207,7 +210,7 @@ pub enum InitialList {
 impl InitialList {
     /// `config` listing as this initial list does, whatever it said before; its selectors and
     /// the rest unchanged.
-    pub fn applied(self, config: watcher::Config) -> watcher::Config {
+    pub(crate) fn applied(self, config: watcher::Config) -> watcher::Config {
         let config = watcher::Config {
             initial_list_strategy: InitialListStrategy::ListWatch,
             list_semantic: ListSemantic::MostRecent,
