@@ -92,14 +92,29 @@ pub fn run(args: GenArgs, shell: &Shell) -> anyhow::Result<ExitCode> {
         shown(&job.out.display()),
         started.elapsed().as_millis(),
     );
-    let verb = if check { "would change" } else { "wrote" };
+    let removed = report.removed();
     for path in report.changed() {
+        let verb = match (check, removed.contains(&path)) {
+            (true, true) => "would remove",
+            (true, false) => "would change",
+            (false, true) => "removed",
+            (false, false) => "wrote",
+        };
         out.push_str(&format!("  {verb} {}\n", shown(&path.display())));
+    }
+    // After the files are in place: cargo fits the lock to the Cargo.toml just written.
+    let lock = (!check).then(|| crate::lockfile::seed(&job.out));
+    let lock = lock.as_ref().and_then(|lock| lock.report(&job.out));
+    if let Some(Ok(line)) = &lock {
+        out.push_str(&format!("  {line}\n"));
     }
     // A closed pipe (`| head`) is no reason to fail, let alone panic.
     let _ = std::io::Write::write_all(&mut std::io::stdout().lock(), out.as_bytes());
     for warning in &generated.warnings {
         eprintln!("warning: {}", shown(warning));
+    }
+    if let Some(Err(warning)) = &lock {
+        eprintln!("warning: {warning}");
     }
     if check && !report.changed().is_empty() {
         let command = shown(&job.command_as(shell.name, &shell.default_out));

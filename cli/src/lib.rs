@@ -6,8 +6,10 @@
 //! operator-gen repository's `cargo xtask gen/new` both parse them as [`Command`] and run it;
 //! they differ only in the [`Shell`] they pass: its name, which the output
 //! repeats in the commands it suggests, and the crate `gen` writes when `--out` is not given.
+//! After a write, both give a crate that has no Cargo.lock a first one ([`lockfile`]).
 
 pub mod generate;
+pub mod lockfile;
 pub mod scaffold;
 
 use std::path::PathBuf;

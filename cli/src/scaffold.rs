@@ -93,18 +93,31 @@ pub fn run(args: NewArgs, shell: &Shell) -> anyhow::Result<ExitCode> {
         name: args.name,
         primary,
         allow_http: args.allow_http,
+        runtime: None,
     };
     let dir = shown(&new.dir.display());
     let (generated, report) = scaffold::create(&new).with_context(|| format!("creating {dir}"))?;
+    let lock = crate::lockfile::seed(&new.dir);
+    let lock = lock.report(&new.dir);
+    let build = match &lock {
+        Some(Ok(_)) => "cargo build --locked",
+        _ => "cargo build",
+    };
     println!(
-        "created {dir} ({:?} operator for {}): {report}\nbuild it with `cargo build` in that folder; \
+        "created {dir} ({:?} operator for {}): {report}\nbuild it with `{build}` in that folder; \
          regenerate with `{} gen --out {dir}`",
         generated.operator.archetype,
         shown(&generated.operator.primary.kind),
         shell.name,
     );
+    if let Some(Ok(line)) = &lock {
+        println!("{line}");
+    }
     for warning in &generated.warnings {
         eprintln!("warning: {}", shown(warning));
+    }
+    if let Some(Err(warning)) = &lock {
+        eprintln!("warning: {warning}");
     }
     Ok(ExitCode::SUCCESS)
 }

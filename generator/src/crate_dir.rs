@@ -66,12 +66,28 @@ pub enum Error {
     Outside { path: PathBuf },
 
     /// The operating system refused an operation.
-    #[error("{action} {}: {}", shown(&.path.display()), shown(&.source))]
+    ///
+    /// The OS error is part of the message and deliberately not the error's `source()`: a
+    /// report that prints the chain (`{:#}`) would print it twice.
+    #[error("{action} {}: {}", shown(&.path.display()), shown(&.cause))]
     Io {
         /// What was being done: `reading`, `writing`, `renaming`, ...
         action: &'static str,
         path: PathBuf,
-        source: io::Error,
+        cause: io::Error,
+    },
+
+    /// Another run holds the folder's lock ([`CrateDir::lock`]).
+    #[error(
+        "another operator-gen run is writing the crate folder {}{}; try again when it finishes",
+        shown(&.path.display()),
+        if *.exclusive { " (or checking it)" } else { "" }
+    )]
+    Busy {
+        path: PathBuf,
+        /// Whether this run wanted to write (an exclusive lock), which a check holding the
+        /// folder keeps out too.
+        exclusive: bool,
     },
 }
 
@@ -101,7 +117,8 @@ impl Kind {
         }
     }
 
-    fn describe(self) -> &'static str {
+    /// What it is, for a message: `a file`, `a folder`, `a symbolic link`, ...
+    pub fn describe(self) -> &'static str {
         match self {
             Self::File => "a file",
             Self::Folder => "a folder",
@@ -112,6 +129,14 @@ impl Kind {
 
 fn kind_of(stat: &Stat) -> Kind {
     Kind::of(FileType::from_raw_mode(stat.st_mode))
+}
+
+/// The lock [`CrateDir::lock`] took, released when this is dropped.
+#[derive(Debug)]
+pub struct FolderLock {
+    /// The open folder the lock is on: closing it releases the lock. `None` where the
+    /// filesystem takes no locks.
+    _held: Option<OwnedFd>,
 }
 
 /// The crate folder: every path given to its methods is relative to it, made of plain names
@@ -142,7 +167,7 @@ impl CrateDir {
         move |errno| Error::Io {
             action,
             path,
-            source: errno.into(),
+            cause: errno.into(),
         }
     }
 
@@ -159,6 +184,42 @@ impl CrateDir {
             Ok(fd) => Ok(Some(fd)),
             Err(Errno::NOENT) => Ok(None),
             Err(errno) => Err(self.io("opening", Path::new(""))(errno)),
+        }
+    }
+
+    /// Takes an advisory lock (`flock`) on the folder itself, without waiting: exclusive for
+    /// a run that writes (`exclusive`), shared for one that only compares. `None` when the
+    /// folder does not exist yet. The lock is held until the returned value is dropped.
+    ///
+    /// The lock is on the folder's own descriptor, so no lock file is left behind, and the
+    /// kernel releases it when the process ends, however it ends: a killed run never leaves a
+    /// stale lock. Where the filesystem takes no locks (some network mounts) the run goes on
+    /// unlocked, as it would have before: the lock only keeps two runs of operator-gen apart.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Busy`] when another run holds a lock this one cannot share.
+    pub fn lock(&self, exclusive: bool) -> Result<Option<FolderLock>> {
+        use rustix::fs::FlockOperation;
+
+        let Some(fd) = self.open_root()? else {
+            return Ok(None);
+        };
+        let operation = if exclusive {
+            FlockOperation::NonBlockingLockExclusive
+        } else {
+            FlockOperation::NonBlockingLockShared
+        };
+        loop {
+            return match rustix::fs::flock(&fd, operation) {
+                Ok(()) => Ok(Some(FolderLock { _held: Some(fd) })),
+                Err(Errno::INTR) => continue,
+                Err(Errno::WOULDBLOCK) => Err(Error::Busy {
+                    path: self.root.clone(),
+                    exclusive,
+                }),
+                Err(_) => Ok(Some(FolderLock { _held: None })),
+            };
         }
     }
 
@@ -285,7 +346,7 @@ impl CrateDir {
         self.parent(relative)?.ok_or_else(|| Error::Io {
             action: "writing",
             path: self.path(relative),
-            source: io::Error::from(io::ErrorKind::NotFound),
+            cause: io::Error::from(io::ErrorKind::NotFound),
         })
     }
 
@@ -318,10 +379,10 @@ impl CrateDir {
         }
         let mut file = File::from(fd);
         let written = file.write_all(contents).and_then(|()| file.sync_all());
-        written.map_err(|source| Error::Io {
+        written.map_err(|cause| Error::Io {
             action: "writing",
             path: self.path(relative),
-            source,
+            cause,
         })
     }
 
@@ -407,10 +468,10 @@ fn read_capped(file: File, path: PathBuf, max: u64) -> Result<Vec<u8>> {
     match limits::read_at_most(file, max) {
         Ok(Some(bytes)) => Ok(bytes),
         Ok(None) => Err(Error::TooLarge { path, max }),
-        Err(source) => Err(Error::Io {
+        Err(cause) => Err(Error::Io {
             action: "reading",
             path,
-            source,
+            cause,
         }),
     }
 }
@@ -424,7 +485,7 @@ pub fn read_regular(path: &Path, max: u64) -> Result<Option<Vec<u8>>> {
         move |errno: Errno| Error::Io {
             action,
             path: path.to_owned(),
-            source: errno.into(),
+            cause: errno.into(),
         }
     };
     let stat = match rustix::fs::stat(path) {
@@ -583,6 +644,55 @@ mod tests {
             vec![("src".to_owned(), Kind::Folder)]
         );
         assert!(!dir.exists(Path::new("deploy")).unwrap());
+    }
+
+    #[test]
+    fn an_os_error_is_told_once() {
+        let (_tmp, dir, _) = scene();
+        let err = dir
+            .write_new(Path::new("src/a.rs"), b"x", None)
+            .unwrap_err();
+        let text = err.to_string();
+        assert!(
+            text.ends_with("src/a.rs: File exists (os error 17)")
+                && std::error::Error::source(&err).is_none(),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn the_folder_lock_keeps_a_writer_alone_and_lets_checks_share() {
+        let (tmp, dir, _) = scene();
+        let writing = dir.lock(true).unwrap().expect("the folder exists");
+        for exclusive in [true, false] {
+            let err = dir.lock(exclusive).unwrap_err();
+            assert!(
+                matches!(err, Error::Busy { exclusive: e, .. } if e == exclusive),
+                "{err:?}"
+            );
+        }
+        drop(writing);
+        let checking = dir.lock(false).unwrap().unwrap();
+        let checking_too = dir.lock(false).unwrap().unwrap();
+        let err = dir.lock(true).unwrap_err().to_string();
+        assert!(
+            err.contains("another operator-gen run is writing the crate folder")
+                && err.contains("crate (or checking it); try again when it finishes"),
+            "{err}"
+        );
+        drop((checking, checking_too));
+        assert!(dir.lock(true).unwrap().is_some());
+        // Nothing is left behind, and a folder that is not there yet is not locked.
+        assert_eq!(
+            dir.entries().unwrap(),
+            vec![("src".to_owned(), Kind::Folder)]
+        );
+        assert!(
+            CrateDir::new(tmp.path().join("none"))
+                .lock(true)
+                .unwrap()
+                .is_none()
+        );
     }
 
     #[test]

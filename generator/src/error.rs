@@ -129,8 +129,22 @@ pub enum Error {
     #[error("{} is not a journal operator-gen can restore the folder from ({}); if it came with the folder (a clone, an archive), delete it; if a run of operator-gen was interrupted here, compare the folder with version control, then delete it", shown(&.path.display()), shown(&.reason))]
     Journal { path: PathBuf, reason: String },
 
+    /// Something is at a name where a write keeps a file's backup or new version, and no
+    /// journal accounts for it, so the write refuses it rather than removing it or taking it
+    /// for its own.
+    #[error("{} is in the way: it is {} where operator-gen keeps the {} of {} while it writes it, and no interrupted run's journal lists it; it is the leftover of an interrupted run, or it came with the folder (a clone, an archive). Nothing was written: look at it, remove it, and run again", shown(&.path.display()), .found, .role, shown(&.target.display()))]
+    InTheWay {
+        path: PathBuf,
+        /// What is there: `a file`, `a symbolic link`, ...
+        found: &'static str,
+        /// `backup` or `new version`.
+        role: &'static str,
+        /// The file being written, relative to the crate folder.
+        target: PathBuf,
+    },
+
     /// Reading or writing below the crate folder failed, or met a link, a special file or a
-    /// file too large to be operator-gen's.
+    /// file too large to be operator-gen's; or another run is writing the folder.
     #[error(transparent)]
     CrateDir(#[from] crate::crate_dir::Error),
 

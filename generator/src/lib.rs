@@ -8,7 +8,8 @@
 //! [`write_plan::Plan`] through the Tera templates in `templates/`, and
 //! [`write_plan`] is the only code that writes to disk. [`record`] keeps what a crate needs to
 //! regenerate from its own folder: the manifest a first run leaves, and the primary a later run
-//! must match; [`migration`] tells crates made by an older generator what to move. Text from the inputs reaches files only
+//! must match; [`migration`] tells crates made by an older generator what to move; [`vendor`]
+//! says where a crate's runtime comes from, and holds the copy of it a crate carries. Text from the inputs reaches files only
 //! as [`text`]'s escaped values, which [`render`] enforces. [`generate`] strings them together,
 //! [`job::Job`] is the command-line view of a run, and [`scaffold`] starts a new crate
 //! (its manifest, then a first run). [`k8s_catalog`], [`schema_path`] and [`schema_sample`]
@@ -39,6 +40,7 @@ pub mod schema_check;
 pub mod schema_path;
 pub mod schema_sample;
 pub mod text;
+pub mod vendor;
 pub mod write_plan;
 
 use std::path::{Path, PathBuf};

@@ -70,6 +70,20 @@ pub struct Manifest {
     /// than one leader reconciling all. `deploy/` then runs three replicas with it on.
     #[serde(default)]
     pub sharding: bool,
+    /// Where the generated crate's operator-gen-runtime comes from, when not from the copy
+    /// `gen` writes into `vendor/operator-gen-runtime/` ([`crate::vendor`]).
+    pub runtime: Option<Runtime>,
+}
+
+/// `runtime:`: a folder holding operator-gen-runtime, shared by several crates, in place of
+/// each one's vendored copy.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Runtime {
+    /// The runtime's folder, relative to the crate's folder (where Cargo.toml names it), such
+    /// as `../../runtime`. Read from a file it must be relative; a program that builds a
+    /// [`Manifest`] may give an absolute one ([`crate::vendor::RuntimePath::anywhere`]).
+    pub path: crate::vendor::RuntimePath,
 }
 
 /// `status:`: what the operator writes into its primary's status.
@@ -994,6 +1008,30 @@ predicates: [generation]
     }
 
     #[test]
+    fn a_runtime_path_is_relative_and_named_with_its_field_when_refused() {
+        let manifest = Manifest::parse("op.yaml", "runtime: { path: ../../runtime }\n").unwrap();
+        assert_eq!(
+            manifest.runtime.map(|r| r.path.to_string()).as_deref(),
+            Some("../../runtime")
+        );
+        for (text, expected) in [
+            ("runtime: { path: /opt/runtime }\n", "not a relative path"),
+            (
+                "runtime: { path: \"run\\0time\" }\n",
+                "a control or hidden one",
+            ),
+            ("runtime: { path: '' }\n", "empty path"),
+            ("runtime: { path: x, git: y }\n", "unknown field"),
+        ] {
+            let err = error(text);
+            assert!(
+                err.contains("field `runtime") && err.contains(expected),
+                "{text}: {err}"
+            );
+        }
+    }
+
+    #[test]
     fn a_manifest_round_trips_through_its_serde_derives() {
         let manifest = Manifest::parse(
             "op.yaml",
@@ -1004,6 +1042,7 @@ external: [{ name: registry, interval: 5m }]
 requeue: { after: 1h, errorBackoff: 10ms }
 dependencies: { a: '1', b: { version: '2', features: [x] } }
 sample: { spec: { url: x } }
+runtime: { path: ../../runtime }
 "#,
         )
         .unwrap();

@@ -1,6 +1,9 @@
 //! What a crate made by an older operator-gen should change, because the layout it was made
 //! with has moved on. These are notes for the user; the generator never moves or deletes
 //! files, since the ones that matter here are the user's.
+//!
+//! Its Dockerfile too is the user's, written once: one written before the build image was
+//! pinned and the build `--locked` gets a note saying what to change ([`dockerfile_changes`]).
 
 use std::path::Path;
 
@@ -35,9 +38,19 @@ const DEPRECATED_KUSTOMIZE: &[(&str, &str)] = &[
     ),
 ];
 
+/// The user's Dockerfile, written once and never rewritten.
+const DOCKERFILE: &str = "Dockerfile";
+
 /// Notes on the crate in `out`: one per layout change it has not taken yet.
 pub fn notes(out: &Path) -> Vec<String> {
     let mut notes = Vec::new();
+    let changes = dockerfile_changes(out);
+    if !changes.is_empty() {
+        notes.push(format!(
+            "{DOCKERFILE} (yours) differs from the one new crates get: it {}",
+            changes.join("; it ")
+        ));
+    }
     let deprecated = deprecated_overlay_fields(out);
     if !deprecated.is_empty() {
         let changes: Vec<String> = deprecated
@@ -105,6 +118,77 @@ fn deprecated_overlay_fields(out: &Path) -> Vec<(&'static str, &'static str)> {
             })
         })
         .collect()
+}
+
+/// What the user's Dockerfile should change to build what Cargo.lock names with a compiler
+/// that does not move: each a clause saying what it does and what to change. The file is the
+/// user's and may be anything, so it is only scanned, within the manifest cap; a file that
+/// cannot be read gets no note.
+fn dockerfile_changes(out: &Path) -> Vec<String> {
+    let read = CrateDir::new(out).read(Path::new(DOCKERFILE), crate::limits::MAX_MANIFEST_BYTES);
+    let Ok(Some(bytes)) = read else {
+        return Vec::new();
+    };
+    let text = String::from_utf8_lossy(&bytes);
+    let mut changes = Vec::new();
+    for image in text
+        .lines()
+        .filter_map(from_image)
+        .filter(|i| is_moving_rust(i))
+    {
+        changes.push(format!(
+            "builds from `{}`, a tag that moves with every Rust release: pin it, as in `FROM {} AS build`",
+            crate::text::Text::new(image.to_owned()).comment(),
+            crate::model::BUILDER_IMAGE
+        ));
+    }
+    let builds = text.contains("cargo build");
+    if builds && !text.contains("--locked") && !text.contains("--frozen") {
+        changes.push(
+            "runs `cargo build` without `--locked`, so the image may build other versions than \
+             Cargo.lock names: build with `cargo build --locked --release`"
+                .to_owned(),
+        );
+    }
+    if text.contains("patch.crates-io.operator-gen-runtime") {
+        changes.push(
+            "patches operator-gen-runtime in through the RUNTIME build argument, which Cargo.toml \
+             now names by path: remove the argument and the `--config` it adds"
+                .to_owned(),
+        );
+    }
+    changes
+}
+
+/// The image of a `FROM` line, its flags (`--platform=…`) skipped; `None` for other lines.
+fn from_image(line: &str) -> Option<&str> {
+    let mut words = line.split_whitespace();
+    let first = words.next()?;
+    if !first.eq_ignore_ascii_case("FROM") {
+        return None;
+    }
+    words.find(|word| !word.starts_with("--"))
+}
+
+/// Whether `image` is the Rust image by a tag that moves: anything but an exact release
+/// (`rust:1.95.0-alpine3.22`) or a digest. An image named through a build argument is not
+/// judged.
+fn is_moving_rust(image: &str) -> bool {
+    if image.contains("@sha256:") || image.contains('$') {
+        return false;
+    }
+    let last = image.rsplit('/').next().unwrap_or(image);
+    let (name, tag) = last.split_once(':').unwrap_or((last, "latest"));
+    if !name.eq_ignore_ascii_case("rust") {
+        return false;
+    }
+    let release = tag.split('-').next().unwrap_or_default();
+    let parts: Vec<&str> = release.split('.').collect();
+    let exact = parts.len() == 3
+        && parts
+            .iter()
+            .all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()));
+    !exact
 }
 
 /// The namespaces of the user's Deployment patch and of the generated Deployment, when both
@@ -241,6 +325,53 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         std::fs::create_dir_all(tmp.path().join(OVERLAY)).unwrap();
         assert!(notes(tmp.path()).is_empty());
+    }
+
+    #[test]
+    fn a_dockerfile_on_a_moving_tag_or_unlocked_is_told_what_to_change() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dockerfile = tmp.path().join(DOCKERFILE);
+        let old = "FROM rust:1-alpine AS build\nARG RUNTIME=\nRUN if [ -n \"$RUNTIME\" ]; then set -- \
+                   --config \"patch.crates-io.operator-gen-runtime.path=x\"; fi \\\n    && cargo build \
+                   --release \"$@\" --bin op\nFROM scratch\n";
+        std::fs::write(&dockerfile, old).unwrap();
+        let notes = notes(tmp.path());
+        assert_eq!(notes.len(), 1, "{notes:?}");
+        let note = &notes[0];
+        assert!(
+            note.starts_with(
+                "Dockerfile (yours) differs from the one new crates get: it builds from \
+                 `rust:1-alpine`"
+            ) && note.contains(&format!("`FROM {} AS build`", crate::model::BUILDER_IMAGE))
+                && note.contains("; it runs `cargo build` without `--locked`")
+                && note.contains("`cargo build --locked --release`")
+                && note.contains("RUNTIME build argument"),
+            "{note}"
+        );
+        for moving in [
+            "rust",
+            "rust:alpine",
+            "rust:1.95-alpine",
+            "docker.io/library/rust:latest",
+        ] {
+            assert!(is_moving_rust(moving), "{moving}");
+        }
+        for pinned in [
+            "rust:1.95.0-alpine3.22",
+            "rust:1.95.0",
+            "rust:1-alpine@sha256:0123",
+            "alpine:3",
+            "${BUILDER}",
+        ] {
+            assert!(!is_moving_rust(pinned), "{pinned}");
+        }
+        assert_eq!(
+            from_image("FROM --platform=$BUILDPLATFORM rust:1 AS b"),
+            Some("rust:1")
+        );
+        let current = "FROM rust:1.95.0-alpine3.22 AS build\nRUN cargo build --locked --release\n";
+        std::fs::write(&dockerfile, current).unwrap();
+        assert!(super::notes(tmp.path()).is_empty());
     }
 
     #[test]

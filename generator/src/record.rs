@@ -18,6 +18,7 @@ use crate::{
     limits::MAX_CRATE_FILE_BYTES,
     model::Operator,
     scaffold::NewPrimary,
+    vendor::RuntimePath,
     write_plan::{Ownership, PlannedFile},
 };
 
@@ -27,16 +28,20 @@ pub const SAVED_CRD: &str = "crd.yaml";
 /// The crate's own manifest, in its folder.
 pub const MANIFEST: &str = "operator.yaml";
 
-/// The `operator.yaml` of a crate named `name` whose primary is `primary`. Every value goes
-/// through the YAML serializer, so text from a CRD or a command line stays one scalar.
-pub fn manifest_text(name: &str, primary: &NewPrimary) -> String {
+/// The `operator.yaml` of a crate named `name` whose primary is `primary`, and whose runtime
+/// is the folder `runtime` when given. Every value goes through the YAML serializer, so text
+/// from a CRD or a command line stays one scalar.
+pub fn manifest_text(name: &str, primary: &NewPrimary, runtime: Option<&RuntimePath>) -> String {
+    let runtime = runtime
+        .map(|path| format!("runtime:\n  path: {}\n", yaml_string(path.as_str())))
+        .unwrap_or_default();
     format!(
         "# The operator's manifest: see \"Manifest reference\" in operator-gen's README.
 # Edit it and run `operator-gen gen` in this folder to regenerate the generated files.
 name: {name}
 primary:
 {primary}
-# owns: [{{ kind: ConfigMap }}]
+{runtime}# owns: [{{ kind: ConfigMap }}]
 # watches: [{{ kind: Secret, map: {{ label: example.com/owner }} }}]
 # external: [{{ name: registry, source: poll, interval: 1m }}]
 ",
@@ -126,6 +131,7 @@ pub fn first_manifest(
             version: Some(primary.version.raw().to_owned()),
             dynamic: false,
         },
+        None,
     );
     files.push(PlannedFile {
         path: MANIFEST.into(),
@@ -300,6 +306,7 @@ mod tests {
                 version: Some("v1".to_owned()),
                 dynamic: false,
             },
+            Some(&RuntimePath::relative("../rt # owns: [{kind: Secret}]").unwrap()),
         );
         let parsed = crate::Manifest::parse("operator.yaml", &text).unwrap();
         assert!(parsed.owns.is_empty(), "{text}");
@@ -308,6 +315,10 @@ mod tests {
             Some("x.yaml\nowns: [{kind: Secret}]")
         );
         assert_eq!(parsed.primary.kind.as_deref(), Some("W # c"));
+        assert_eq!(
+            parsed.runtime.map(|r| r.path.to_string()).as_deref(),
+            Some("../rt # owns: [{kind: Secret}]")
+        );
     }
 
     #[test]

@@ -42,6 +42,9 @@ pub struct NewOperator {
     pub primary: NewPrimary,
     /// `--allow-http`: a plain-http CRD URL is accepted.
     pub allow_http: bool,
+    /// A runtime folder the crate shares with others, recorded in its `operator.yaml` as
+    /// `runtime.path`; none for the vendored copy ([`crate::vendor`]).
+    pub runtime: Option<crate::vendor::RuntimePath>,
 }
 
 /// Creates the crate. Refuses a folder that exists and is not empty, so it never overwrites.
@@ -114,7 +117,7 @@ pub fn create(new: &NewOperator) -> Result<(Generated, Report)> {
         }
         other => other.clone(),
     };
-    let manifest = crate::record::manifest_text(&name, &primary);
+    let manifest = crate::record::manifest_text(&name, &primary, new.runtime.as_ref());
     let manifest_path = new.dir.join("operator.yaml");
     let request = Request {
         manifest: Manifest::parse(&manifest_path.display().to_string(), &manifest)?,

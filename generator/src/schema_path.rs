@@ -14,6 +14,9 @@ pub enum PathProblem {
     },
     /// The path ends at something other than a string, which cannot name an object.
     NotAString { found: String },
+    /// The path ends at bytes (`format: byte`, a Secret's `data`, a ConfigMap's
+    /// `binaryData`): a string in JSON, but base64-encoded, so it never equals a name.
+    Bytes,
 }
 
 impl std::fmt::Display for PathProblem {
@@ -32,6 +35,10 @@ impl std::fmt::Display for PathProblem {
             Self::NotAString { found } => write!(
                 f,
                 "the field is {found}, but a mapping rule needs a string field holding the primary's name"
+            ),
+            Self::Bytes => f.write_str(
+                "the field holds bytes (`format: byte`), which the API server sends base64-encoded, \
+                 so the primary's name would be compared with base64 text and never match",
             ),
         }
     }
@@ -67,6 +74,9 @@ pub fn check_string_field(root: &Value, path: &str) -> Result<(), PathProblem> {
             format!("{walked}.{segment}")
         };
     }
+    if is_bytes(node) {
+        return Err(PathProblem::Bytes);
+    }
     match node.get("type") {
         Some(Value::String(t)) if t == "string" => Ok(()),
         Some(Value::Array(types)) if types.iter().any(|t| t == "string") => Ok(()),
@@ -77,6 +87,11 @@ pub fn check_string_field(root: &Value, path: &str) -> Result<(), PathProblem> {
             found: "untyped".to_owned(),
         }),
     }
+}
+
+/// Whether a schema node is bytes: a string in JSON, holding their base64 encoding.
+fn is_bytes(node: &Value) -> bool {
+    node.get("format").and_then(Value::as_str) == Some("byte")
 }
 
 fn resolve<'a>(root: &'a Value, mut node: &'a Value) -> &'a Value {
@@ -137,5 +152,25 @@ mod tests {
         assert_eq!(check_string_field(&secret, "metadata.name"), Ok(()));
         assert_eq!(check_string_field(&secret, "type"), Ok(()));
         assert!(check_string_field(&secret, "spec.name").is_err());
+    }
+
+    #[test]
+    fn bytes_are_told_apart_from_strings() {
+        let secret = crate::k8s_catalog::find("Secret").unwrap().schema();
+        assert_eq!(
+            check_string_field(&secret, "data.owner"),
+            Err(PathProblem::Bytes)
+        );
+        let config_map = crate::k8s_catalog::find("ConfigMap").unwrap().schema();
+        assert_eq!(
+            check_string_field(&config_map, "binaryData.owner"),
+            Err(PathProblem::Bytes)
+        );
+        assert_eq!(check_string_field(&config_map, "data.owner"), Ok(()));
+        let crd = json!({"properties": {"spec": {"properties": {"key": {"type": "string", "format": "byte"}}}}});
+        assert_eq!(
+            check_string_field(&crd, "spec.key"),
+            Err(PathProblem::Bytes)
+        );
     }
 }

@@ -155,6 +155,16 @@ impl TomlValue {
     pub fn constant(toml: &'static str) -> Self {
         Self(toml.to_owned())
     }
+
+    /// An inline table of `entries`, in their order (the serializer would sort the keys): the
+    /// keys are the generator's own, each value is written by the TOML serializer.
+    pub fn inline_table(entries: &[(&'static str, toml::Value)]) -> Self {
+        let entries: Vec<String> = entries
+            .iter()
+            .map(|(key, value)| format!("{key} = {value}"))
+            .collect();
+        Self(format!("{{ {} }}", entries.join(", ")))
+    }
 }
 
 /// A whole YAML document written by the YAML serializer.

@@ -5,16 +5,23 @@
 
 use std::{future::Future, marker::PhantomData, time::Duration};
 
-use axum::Json;
+use axum::{
+    Json,
+    extract::Request,
+    http::StatusCode,
+    response::{IntoResponse as _, Response},
+};
 use futures::future::BoxFuture;
 use kube::core::{
-    DynamicObject, Resource,
+    DynamicObject, GroupVersionKind, Resource, TypeMeta,
     admission::{AdmissionRequest, AdmissionResponse, AdmissionReview},
 };
-use serde::{Serialize, de::DeserializeOwned};
+use serde::{Deserialize, Serialize, de::DeserializeOwned};
+use tokio::time::Instant;
 
 use crate::{
     metrics::Metrics,
+    request_budget::{Bodies, Refused, Turns},
     webhook_server::{self, Outcome, request_uid},
 };
 
@@ -22,6 +29,83 @@ use crate::{
 /// seconds (`timeoutSeconds`); answering within half of that turns a slow hook into a denial
 /// that says so, rather than the API server's timeout.
 pub const HOOK_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How long an admission request may take from its first byte to its answer: under the 10
+/// seconds the generated configurations give the API server's call (`timeoutSeconds`).
+pub const ADMISSION_DEADLINE: Duration = Duration::from_secs(9);
+
+/// How many of the largest reviews may be arriving at once, across every hook.
+pub const BODIES_AT_ONCE: usize = 2;
+
+/// The memory a review's work takes, as a multiple of its body: its object and the old one
+/// decoded into their type (about six times their JSON each, for an object of many small
+/// fields), and a mutation's patch. Measured with `webhook-server-peak` (README).
+pub const WORK_PER_BODY_BYTE: usize = 14;
+
+/// The largest AdmissionReview read. The API server accepts requests of up to 3 MiB, and a
+/// review of an update carries both the new and the old object.
+pub const MAX_REVIEW_BYTES: usize = 8 * 1024 * 1024;
+
+/// Admission reviews read and answered in turn: bodies of at most [`MAX_REVIEW_BYTES`] under a
+/// shared budget, then hooked once their work's memory ([`WORK_PER_BODY_BYTE`]) fits beside
+/// the rest, each within [`ADMISSION_DEADLINE`] (see [`crate::request_budget`]).
+#[derive(Clone)]
+pub struct Admissions {
+    bodies: Bodies,
+    turns: Turns,
+}
+
+impl Admissions {
+    /// Admissions whose work takes turns from `turns`, shared with the other webhooks.
+    pub fn new(turns: Turns) -> Self {
+        Self {
+            bodies: Bodies::new(MAX_REVIEW_BYTES, BODIES_AT_ONCE),
+            turns,
+        }
+    }
+
+    /// Reads the review of `request`, waits for a turn and answers it with `hooked`, all
+    /// within [`ADMISSION_DEADLINE`]; counts the answer.
+    pub async fn answer(&self, hooked: &Hooked, metrics: &Metrics, request: Request) -> Response {
+        let deadline = Instant::now() + ADMISSION_DEADLINE;
+        let hook = hooked.hook.name();
+        let body = match self.bodies.read(request.into_body(), deadline).await {
+            Ok(body) => body,
+            Err(refused) => return refuse(metrics, hook, &refused),
+        };
+        let work = body.bytes.len().saturating_mul(WORK_PER_BODY_BYTE);
+        let _turn = match self.turns.take(work, deadline).await {
+            Ok(turn) => turn,
+            Err(refused) => return refuse(metrics, hook, &refused),
+        };
+        match tokio::time::timeout_at(deadline, hooked.answer(metrics, &body.bytes)).await {
+            Ok(answer) => answer.into_response(),
+            Err(_) => {
+                let mut response = AdmissionResponse::invalid(format!(
+                    "the review was not answered within {ADMISSION_DEADLINE:?}"
+                ));
+                response.uid = request_uid(&body.bytes).unwrap_or_default();
+                metrics.webhook_answered(hook, Outcome::Failed.name());
+                Json(response.into_review()).into_response()
+            }
+        }
+    }
+}
+
+/// The answer to a review refused before it was hooked, counted. It has no uid to answer for,
+/// so it is an HTTP error, which the API server treats as the webhook failing.
+fn refuse(metrics: &Metrics, hook: &str, refused: &Refused) -> Response {
+    let (status, outcome) = match refused {
+        Refused::TooLarge(_) => (StatusCode::PAYLOAD_TOO_LARGE, Outcome::Invalid),
+        Refused::Slow(_) => (StatusCode::REQUEST_TIMEOUT, Outcome::Invalid),
+        Refused::Broken(_) => (StatusCode::BAD_REQUEST, Outcome::Invalid),
+        Refused::Busy(_) => (StatusCode::SERVICE_UNAVAILABLE, Outcome::Failed),
+    };
+    metrics.webhook_answered(hook, outcome.name());
+    let reason = format!("the AdmissionReview was not answered: {refused}");
+    tracing::warn!(%reason);
+    (status, reason).into_response()
+}
 
 /// Which hook a request is for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -99,11 +183,11 @@ struct Admitted {
 
 /// [`decide`] for one kind `K` and its hooks `A`.
 trait Decide: Send + Sync {
-    fn decide(
-        &self,
+    fn decide<'a>(
+        &'a self,
         hook: Hook,
-        request: AdmissionRequest<DynamicObject>,
-    ) -> BoxFuture<'_, (AdmissionResponse, Outcome)>;
+        body: &'a [u8],
+    ) -> BoxFuture<'a, (AdmissionResponse, Outcome)>;
 }
 
 /// The hooks `A` of objects of `K`.
@@ -117,12 +201,12 @@ where
     K: Resource<DynamicType = ()> + Serialize + DeserializeOwned + Send + Sync,
     A: Admission<K>,
 {
-    fn decide(
-        &self,
+    fn decide<'a>(
+        &'a self,
         hook: Hook,
-        request: AdmissionRequest<DynamicObject>,
-    ) -> BoxFuture<'_, (AdmissionResponse, Outcome)> {
-        Box::pin(decide::<K, A>(hook, &self.admission, request))
+        body: &'a [u8],
+    ) -> BoxFuture<'a, (AdmissionResponse, Outcome)> {
+        Box::pin(review::<K, A>(hook, &self.admission, body))
     }
 }
 
@@ -185,52 +269,59 @@ impl Hooked {
 
     /// Reads an AdmissionReview, runs the hook of the kind it names and says what to answer.
     pub async fn review(&self, body: &[u8]) -> (AdmissionResponse, Outcome) {
-        let request = match read(body) {
-            Ok(request) => request,
-            Err(response) => return (*response, Outcome::Invalid),
-        };
         let admitted = match self.kinds.as_slice() {
-            [only] => Some(only),
-            kinds => kinds
-                .iter()
-                .find(|k| k.group == request.kind.group && k.kind == request.kind.kind),
-        };
-        match admitted {
-            Some(admitted) => admitted.decide.decide(self.hook, request).await,
-            None => {
-                let reason = format!(
-                    "this webhook admits no {} of group {:?}",
-                    request.kind.kind, request.kind.group
-                );
-                (
-                    AdmissionResponse::from(&request).deny(reason),
-                    Outcome::Invalid,
-                )
+            [only] => only,
+            kinds => {
+                let head = match read_head(body) {
+                    Ok(head) => head,
+                    Err(response) => return (*response, Outcome::Invalid),
+                };
+                let named = kinds
+                    .iter()
+                    .find(|k| k.group == head.kind.group && k.kind == head.kind.kind);
+                let Some(admitted) = named else {
+                    let reason = format!(
+                        "this webhook admits no {} of group {:?}",
+                        head.kind.kind, head.kind.group
+                    );
+                    return (answer_for(&head.uid).deny(reason), Outcome::Invalid);
+                };
+                admitted
             }
-        }
+        };
+        admitted.decide.decide(self.hook, body).await
     }
 }
 
-/// Reads an AdmissionReview, runs `hook` on its object and says what to answer.
-pub async fn review<K, A>(hook: Hook, admission: &A, body: &[u8]) -> (AdmissionResponse, Outcome)
-where
-    K: Resource<DynamicType = ()> + Serialize + DeserializeOwned + Send + Sync,
-    A: Admission<K>,
-{
-    match read(body) {
-        Ok(request) => decide::<K, A>(hook, admission, request).await,
-        Err(response) => (*response, Outcome::Invalid),
-    }
+/// An AdmissionReview as read here: its type and request, with no field flattened, so that
+/// the objects are decoded straight into their type and never held as a generic tree first.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Review<R> {
+    #[serde(default)]
+    api_version: String,
+    #[serde(default)]
+    kind: String,
+    request: Option<R>,
 }
 
-/// The request of the AdmissionReview in `body`, or the answer that refuses it as no review.
-fn read(body: &[u8]) -> Result<AdmissionRequest<DynamicObject>, Box<AdmissionResponse>> {
-    serde_json::from_slice::<AdmissionReview<DynamicObject>>(body)
+/// What a review says of its request besides the objects, which are skipped.
+#[derive(Deserialize)]
+struct Head {
+    uid: String,
+    kind: GroupVersionKind,
+    #[serde(default)]
+    name: String,
+}
+
+/// The head of the AdmissionReview in `body`, or the answer that refuses it as no review.
+fn read_head(body: &[u8]) -> Result<Head, Box<AdmissionResponse>> {
+    serde_json::from_slice::<Review<Head>>(body)
         .map_err(|e| e.to_string())
         .and_then(|review| {
             review
-                .try_into()
-                .map_err(|_| "the review holds no request".to_owned())
+                .request
+                .ok_or_else(|| "the review holds no request".to_owned())
         })
         .map_err(|reason| {
             let mut response =
@@ -241,40 +332,84 @@ fn read(body: &[u8]) -> Result<AdmissionRequest<DynamicObject>, Box<AdmissionRes
         })
 }
 
-/// Runs `hook` of `admission` on the object of `request`, as a `K`, and says what to answer.
+/// An allowing answer for the request of `uid`, to deny or patch.
+fn answer_for(uid: &str) -> AdmissionResponse {
+    let mut response = AdmissionResponse::invalid(String::new());
+    response.uid = uid.to_owned();
+    response.allowed = true;
+    response.result = kube::core::Status::default();
+    response
+}
+
+/// Reads an AdmissionReview of a `K`, runs `hook` on its object and says what to answer.
+pub async fn review<K, A>(hook: Hook, admission: &A, body: &[u8]) -> (AdmissionResponse, Outcome)
+where
+    K: Resource<DynamicType = ()> + Serialize + DeserializeOwned + Send + Sync,
+    A: Admission<K>,
+{
+    if only_finalizing(body) {
+        return match read_head(body) {
+            Ok(head) => (answer_for(&head.uid), Outcome::Allowed),
+            Err(response) => (*response, Outcome::Invalid),
+        };
+    }
+    match read::<K>(body) {
+        Ok(request) => decide::<K, A>(hook, admission, body, request).await,
+        Err(response) => (*response, Outcome::Invalid),
+    }
+}
+
+/// The request of the AdmissionReview in `body`, its objects as `K`s; or the answer that
+/// refuses it, for its request when the review is one but its object is no `K`.
+fn read<K>(body: &[u8]) -> Result<AdmissionRequest<K>, Box<AdmissionResponse>>
+where
+    K: Resource<DynamicType = ()> + DeserializeOwned,
+{
+    let error = match serde_json::from_slice::<Review<AdmissionRequest<K>>>(body) {
+        Ok(Review {
+            api_version,
+            kind,
+            request: Some(mut request),
+        }) => {
+            request.types = TypeMeta { api_version, kind };
+            return Ok(request);
+        }
+        Ok(Review { request: None, .. }) => "the review holds no request".to_owned(),
+        Err(error) => error.to_string(),
+    };
+    let head = read_head(body)?;
+    let reason = format!("{:?} is not a valid {}: {error}", head.name, K::kind(&()));
+    Err(Box::new(answer_for(&head.uid).deny(reason)))
+}
+
+/// Runs `hook` of `admission` on the object of `request`, read from `body`, and says what to
+/// answer.
 async fn decide<K, A>(
     hook: Hook,
     admission: &A,
-    request: AdmissionRequest<DynamicObject>,
+    body: &[u8],
+    request: AdmissionRequest<K>,
 ) -> (AdmissionResponse, Outcome)
 where
     K: Resource<DynamicType = ()> + Serialize + DeserializeOwned + Send + Sync,
     A: Admission<K>,
 {
     let response = AdmissionResponse::from(&request);
-    if only_finalizing(request.object.as_ref(), request.old_object.as_ref()) {
+    // A delete or connect has no object; the generated configurations do not send them.
+    let Some(object) = request.object else {
         return (response, Outcome::Allowed);
-    }
-    let (mut sent, object, old) = match typed::<K>(request.object, request.old_object) {
-        Ok(Some(typed)) => typed,
-        // A delete or connect has no object; the generated configurations do not send them.
-        Ok(None) => return (response, Outcome::Allowed),
-        Err(error) => {
-            let reason = format!(
-                "{:?} is not a valid {}: {error}",
-                request.name,
-                K::kind(&())
-            );
-            return (response.deny(reason), Outcome::Invalid);
-        }
     };
+    let old = request.old_object;
     let hooked = async move {
         match hook {
             Hook::Validate => admission
                 .validate(&object, old.as_ref())
                 .await
                 .map(|()| None),
-            Hook::Mutate => mutation(admission, object).await.map(Some),
+            Hook::Mutate => {
+                drop(old);
+                mutation(admission, object).await.map(Some)
+            }
         }
     };
     match tokio::time::timeout(HOOK_TIMEOUT, hooked).await {
@@ -292,7 +427,10 @@ where
             // The patch is computed on the object as typed; the API server applies it to the
             // object it sent, which may lack a field the type fills in. Refuse clearly here
             // rather than have the API server refuse a patch that does not apply.
-            if let Err(error) = json_patch::patch(&mut sent, &patch) {
+            let applied = sent_object(body).and_then(|mut sent| {
+                json_patch::patch(&mut sent, &patch).map_err(|e| e.to_string())
+            });
+            if let Err(error) = applied {
                 let reason = format!("mutate's change does not apply to the object sent: {error}");
                 return (response.deny(reason), Outcome::Failed);
             }
@@ -302,6 +440,20 @@ where
             }
         }
     }
+}
+
+/// The object of the review in `body` as sent, read again only for a mutation; the old object
+/// is skipped.
+fn sent_object(body: &[u8]) -> Result<serde_json::Value, String> {
+    #[derive(Deserialize)]
+    struct Sent {
+        object: serde_json::Value,
+    }
+    serde_json::from_slice::<Review<Sent>>(body)
+        .map_err(|e| e.to_string())?
+        .request
+        .map(|sent| sent.object)
+        .ok_or_else(|| "the review holds no request".to_owned())
 }
 
 /// What an update of an object being deleted may change without the hooks: its finalizers,
@@ -315,43 +467,52 @@ const FINALIZING: [&str; 4] = [
     "resourceVersion",
 ];
 
-/// Whether `object` is being deleted and differs from `old`, the stored object, only in
-/// [`FINALIZING`] fields. Any other change of an object being deleted is hooked as usual, so
-/// that setting a deletion timestamp is no way around them.
-fn only_finalizing(object: Option<&DynamicObject>, old: Option<&DynamicObject>) -> bool {
-    let (Some(object), Some(old)) = (object, old) else {
-        return false;
-    };
-    if object.metadata.deletion_timestamp.is_none() {
+/// Whether the review in `body` updates an object being deleted that differs from the stored
+/// one only in [`FINALIZING`] fields. Any other change of an object being deleted is hooked as
+/// usual, so that setting a deletion timestamp is no way around them. Read as sent, before the
+/// objects are typed: an object the type can no longer read must still lose its finalizers.
+/// Only an object being deleted is read whole here.
+fn only_finalizing(body: &[u8]) -> bool {
+    #[derive(Deserialize)]
+    struct Deleting {
+        object: Option<Metadata>,
+    }
+    #[derive(Deserialize)]
+    struct Metadata {
+        metadata: DeletionTimestamp,
+    }
+    #[derive(Deserialize)]
+    struct DeletionTimestamp {
+        #[serde(rename = "deletionTimestamp")]
+        deletion_timestamp: Option<String>,
+    }
+    #[derive(Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Both {
+        object: serde_json::Value,
+        old_object: serde_json::Value,
+    }
+    let deleting = serde_json::from_slice::<Review<Deleting>>(body)
+        .ok()
+        .and_then(|review| review.request?.object)
+        .is_some_and(|object| object.metadata.deletion_timestamp.is_some());
+    if !deleting {
         return false;
     }
-    let without = |object: &DynamicObject| {
-        let mut value = serde_json::to_value(object).ok()?;
+    let Some(Both { object, old_object }) = serde_json::from_slice::<Review<Both>>(body)
+        .ok()
+        .and_then(|review| review.request)
+    else {
+        return false;
+    };
+    let without = |mut value: serde_json::Value| {
         let metadata = value.get_mut("metadata")?.as_object_mut()?;
         for field in FINALIZING {
             metadata.remove(field);
         }
         Some(value)
     };
-    // Compared only when both encode: a request that cannot be read is hooked, not skipped.
-    matches!((without(object), without(old)), (Some(now), Some(was)) if now == was)
-}
-
-/// The request's object as sent and as a `K`, and the old object as one; `None` when the
-/// request carries no object.
-fn typed<K: DeserializeOwned>(
-    object: Option<DynamicObject>,
-    old: Option<DynamicObject>,
-) -> serde_json::Result<Option<(serde_json::Value, K, Option<K>)>> {
-    let Some(object) = object else {
-        return Ok(None);
-    };
-    let sent = serde_json::to_value(object)?;
-    let typed = K::deserialize(&sent)?;
-    let old = old
-        .map(|old| serde_json::to_value(old).and_then(|old| K::deserialize(&old)))
-        .transpose()?;
-    Ok(Some((sent, typed, old)))
+    matches!((without(object), without(old_object)), (Some(now), Some(was)) if now == was)
 }
 
 /// Runs `mutate` and returns what it changed, as a JSON patch against the object as typed.

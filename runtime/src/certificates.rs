@@ -229,8 +229,9 @@ impl Certificates {
         }
     }
 
-    /// The certificate in the Secret. In the self-managed mode an empty Secret is filled
-    /// first; if another replica fills it meanwhile, its certificate is the one returned.
+    /// The certificate in the Secret. In the self-managed mode an empty Secret, or one whose
+    /// certificate is unusable, is filled first; if another replica fills it meanwhile, its
+    /// certificate is the one returned.
     pub async fn current(&self) -> Result<Certificate, Error> {
         if self.issuer == Issuer::CertManager {
             let name = &self.names.cert_manager_secret;
@@ -240,8 +241,17 @@ impl Certificates {
         let name = &self.names.secret;
         loop {
             let mut secret = self.secrets.get(name).await?;
-            if let Some(certificate) = Certificate::from_secret(&secret) {
-                return Ok(certificate);
+            match Certificate::from_secret(&secret).map(|certificate| {
+                let usable = certificate.server_config();
+                (certificate, usable)
+            }) {
+                Some((certificate, Ok(_))) => return Ok(certificate),
+                // A Secret that holds no usable certificate (truncated, edited, another tool's)
+                // is filled anew, as an empty one is: left as it is, no replica could serve.
+                Some((_, Err(error))) => {
+                    tracing::warn!(%error, secret = %name, "the webhook certificate is unusable; issuing a new one");
+                }
+                None => {}
             }
             let dns = names(&self.names.service, &self.names.namespace);
             let issued = Certificate::issue(&self.names.service, &dns)?;
@@ -412,6 +422,43 @@ async fn publish_to_crd(client: &Client, name: &str, bundle: &ByteString) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn a_secret_holding_an_unusable_certificate_is_filled_anew() {
+        use serde_json::json;
+        let corrupt = json!({
+            "apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": "op-webhook-tls", "namespace": "ops", "resourceVersion": "7"},
+            // "not a certificate" and "not a key", base64-encoded.
+            "data": {CERT_KEY: "bm90IGEgY2VydGlmaWNhdGU=", PRIVATE_KEY: "bm90IGEga2V5"},
+        });
+        let (client, seen) = crate::testing::mock_api(move |request| {
+            if request.method == http::Method::PUT {
+                (200, request.body.clone())
+            } else {
+                (200, corrupt.clone())
+            }
+        });
+        let names = Names {
+            service: "op".into(),
+            namespace: "ops".into(),
+            secret: "op-webhook-tls".into(),
+            cert_manager_secret: "op-webhook-certificate".into(),
+        };
+        let certificates = Certificates::new(client, Issuer::SelfManaged, names, Vec::new());
+        let issued = certificates.current().await.expect("a new certificate");
+        assert!(issued.server_config().is_ok());
+        drop(certificates);
+        let seen = seen.await.expect("the mock API server");
+        let put = seen
+            .iter()
+            .find(|s| s.method == http::Method::PUT)
+            .expect("the Secret was written");
+        assert_eq!(
+            put.body["metadata"]["resourceVersion"], "7",
+            "on condition it is unchanged"
+        );
+    }
 
     #[test]
     fn an_issued_certificate_serves_and_names_the_service_and_loopback() {

@@ -4,7 +4,7 @@ use std::{net::SocketAddr, sync::Arc};
 
 use axum::{Router, extract::State, http::StatusCode, routing::get};
 
-use crate::metrics::Metrics;
+use crate::{connections::ENDPOINTS, metrics::Metrics};
 
 /// The routes, for a server of the caller's (or a test's) choosing.
 pub fn router(metrics: Arc<Metrics>) -> Router {
@@ -18,16 +18,21 @@ pub fn router(metrics: Arc<Metrics>) -> Router {
         .with_state(metrics)
 }
 
-/// Serves the routes on `addr` until the process ends.
+/// Serves the routes on `addr` until the process ends, under the [`ENDPOINTS`] limits.
 pub async fn serve(addr: SocketAddr, metrics: Arc<Metrics>) -> std::io::Result<()> {
-    let listener = tokio::net::TcpListener::bind(addr).await?;
+    let listener = std::net::TcpListener::bind(addr)?;
+    listener.set_nonblocking(true)?;
+    let server = ENDPOINTS.server(listener, |capped| capped, &metrics)?;
     tracing::info!(%addr, "serving /metrics, /healthz and /readyz");
-    axum::serve(listener, router(metrics)).await
+    server.serve(router(metrics).into_make_service()).await
 }
 
 /// Serves the routes on `addr` in a task of their own, logging if they go down: a replica
 /// without its probes is restarted by the kubelet, which is better than running unseen.
+/// Called once as an operator starts, it first raises the open files limit (see
+/// [`crate::connections::raise_open_files_limit`]).
 pub fn spawn(addr: SocketAddr, metrics: &Arc<Metrics>) {
+    crate::connections::raise_open_files_limit();
     let metrics = Arc::clone(metrics);
     tokio::spawn(async move {
         if let Err(error) = serve(addr, metrics).await {

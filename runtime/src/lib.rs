@@ -12,6 +12,8 @@
 //! - [`metrics`]: reconcile metrics and readiness, in the Prometheus text format;
 //! - [`process`]: the process's CPU, memory and file descriptors, read from `/proc` per scrape;
 //! - [`endpoints`]: `/metrics`, `/healthz` and `/readyz` over HTTP;
+//! - [`connections`]: what every port allows its clients: a cap on open connections, and
+//!   deadlines for headers and for answers the client does not read;
 //! - [`failures`]: consecutive failed reconciles per object, and the per-object backoff they
 //!   give;
 //! - [`events`]: Kubernetes Events for failed reconciles and the first success after them;
@@ -52,6 +54,8 @@
 //!   versions, answered an object at a time through the hub, losing nothing on a round trip;
 //! - `certificates` (feature `webhooks`): the webhooks' serving certificate, kept in a Secret,
 //!   and its CA published where the API server reads it;
+//! - `request_budget` (feature `webhooks`): a webhook request's body under a shared byte
+//!   budget and a deadline, then a turn at the work behind it;
 //! - `webhook_routes` (feature `webhooks`): the webhooks' routes, each hook at its path under
 //!   the body cap that fits it;
 //! - `webhook_server` (feature `webhooks`): the webhooks' HTTPS server, reloading a renewed
@@ -73,6 +77,7 @@ pub mod cache;
 pub mod certificates;
 pub mod client;
 pub mod conditions;
+pub mod connections;
 pub mod context;
 #[cfg(feature = "webhooks")]
 pub mod conversion;
@@ -85,6 +90,8 @@ pub mod lifecycle;
 pub mod logging;
 pub mod metrics;
 pub mod process;
+#[cfg(feature = "webhooks")]
+pub mod request_budget;
 pub mod run;
 pub mod sample;
 pub mod settings;

@@ -13,7 +13,7 @@ use std::{
         Arc, Mutex,
         atomic::{AtomicBool, AtomicUsize, Ordering},
     },
-    time::Instant,
+    time::{Duration, Instant},
 };
 
 use kube::{
@@ -88,6 +88,17 @@ pub struct WebhookLabels {
     pub outcome: String,
 }
 
+/// Labels of the refused connections counter.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PortLabels {
+    /// `webhooks` or `endpoints`.
+    pub port: String,
+}
+
+/// How long webhook requests may wait with no turn given to any before the replica says it is
+/// not ready: the API server's admission timeout, after which every request waiting has failed.
+pub const WEBHOOKS_STUCK: Duration = Duration::from_secs(10);
+
 /// When a replica is ready, which is what puts it behind a Service.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ReadyWhen {
@@ -132,6 +143,16 @@ pub struct Metrics {
     leader: Gauge,
     /// Whether the webhooks still wait for their certificate.
     webhooks_pending: AtomicBool,
+    /// Webhook requests waiting for a turn, and when a turn was last given: a replica whose
+    /// requests wait and have been given none for [`WEBHOOKS_STUCK`] cannot answer.
+    webhook_waiting: AtomicUsize,
+    webhook_last_turn: Mutex<Instant>,
+    /// Connections closed as soon as accepted, by port, for being over its cap.
+    connections_refused: Family<PortLabels, Counter>,
+    /// 1 while this replica runs a sharded operator's sharder.
+    sharder: Gauge,
+    /// Objects the sharder could not label at its last attempt.
+    unplaced: Gauge,
     /// The caches counted in `operator_cache_objects`.
     caches: Arc<CacheSizes>,
     ready_when: ReadyWhen,
@@ -188,6 +209,24 @@ impl Metrics {
             "Whether a watch has listed everything since this replica began to lead (1) or not (0), by the kind it watches",
             watches_listed.clone(),
         );
+        let connections_refused = Family::<PortLabels, Counter>::default();
+        registry.register(
+            "connections_refused",
+            "Connections closed as soon as accepted, by port, because as many as it allows were open",
+            connections_refused.clone(),
+        );
+        let sharder = Gauge::default();
+        registry.register(
+            "sharder",
+            "Whether this replica runs the sharder that places a sharded operator's objects (1) or not (0)",
+            sharder.clone(),
+        );
+        let unplaced = Gauge::default();
+        registry.register(
+            "sharder_unplaced",
+            "Objects the sharder could not label with their shard at its last attempt; it retries them with a backoff of up to a minute",
+            unplaced.clone(),
+        );
         let caches = Arc::new(CacheSizes::default());
         registry.register_collector(Box::new(CacheSizesCollector(Arc::clone(&caches))));
         let mut process = Registry::default();
@@ -224,6 +263,11 @@ impl Metrics {
             watch_names: Mutex::default(),
             leader,
             webhooks_pending: AtomicBool::new(true),
+            webhook_waiting: AtomicUsize::new(0),
+            webhook_last_turn: Mutex::new(Instant::now()),
+            connections_refused,
+            sharder,
+            unplaced,
             caches,
             ready_when,
         }
@@ -363,6 +407,64 @@ impl Metrics {
         self.webhook_requests.get_or_create(&labels).inc();
     }
 
+    /// Makes the refused connections of `port` a series at zero.
+    pub fn expect_connections_refused(&self, port: &str) {
+        let _ = self.connections_refused.get_or_create(&PortLabels {
+            port: port.to_owned(),
+        });
+    }
+
+    /// Counts one connection to `port` closed for being over its cap.
+    pub fn connection_refused(&self, port: &str) {
+        let labels = PortLabels {
+            port: port.to_owned(),
+        };
+        self.connections_refused.get_or_create(&labels).inc();
+    }
+
+    /// Notes that this replica runs the sharder, until the guard is dropped.
+    pub fn sharder_runs(&self) -> impl Drop + '_ {
+        struct Running<'a>(&'a Gauge);
+        impl Drop for Running<'_> {
+            fn drop(&mut self) {
+                self.0.set(0);
+            }
+        }
+        self.sharder.set(1);
+        Running(&self.sharder)
+    }
+
+    /// Notes how many objects the sharder could not place at its last attempt.
+    pub fn sharder_unplaced(&self, objects: usize) {
+        self.unplaced
+            .set(i64::try_from(objects).unwrap_or(i64::MAX));
+    }
+
+    /// Notes that a webhook request waits for a turn, until [`Metrics::webhook_turn_given`].
+    pub fn webhook_waits(&self) {
+        self.webhook_waiting.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// Notes that a request that waited has a turn, or stopped waiting.
+    pub fn webhook_turn_given(&self) {
+        self.webhook_waiting.fetch_sub(1, Ordering::SeqCst);
+        *self
+            .webhook_last_turn
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Instant::now();
+    }
+
+    /// Whether webhook requests wait, and none has been given a turn for [`WEBHOOKS_STUCK`].
+    fn webhooks_stuck(&self) -> bool {
+        self.webhook_waiting.load(Ordering::SeqCst) > 0
+            && self
+                .webhook_last_turn
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .elapsed()
+                > WEBHOOKS_STUCK
+    }
+
     /// Whether this replica is ready, as [`ReadyWhen`] says. A replica waiting for the Lease
     /// is ready to take over: were it not, a rolling update of two replicas would wait for a
     /// new pod that cannot lead until an old one, which the update keeps, stops.
@@ -371,7 +473,9 @@ impl Metrics {
             ReadyWhen::WatchesListed(_) => {
                 self.leader.get() == 0 || self.unsynced.load(Ordering::SeqCst) == 0
             }
-            ReadyWhen::WebhooksServe { .. } => !self.webhooks_pending.load(Ordering::SeqCst),
+            ReadyWhen::WebhooksServe { .. } => {
+                !self.webhooks_pending.load(Ordering::SeqCst) && !self.webhooks_stuck()
+            }
         }
     }
 

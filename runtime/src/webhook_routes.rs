@@ -34,26 +34,25 @@ use std::{collections::BTreeMap, sync::Arc};
 
 use axum::{
     Router,
-    body::Bytes,
     extract::{DefaultBodyLimit, Request, State},
     routing::post,
 };
 use kube::Resource;
 use serde::{Serialize, de::DeserializeOwned};
 
+pub use crate::admission::MAX_REVIEW_BYTES;
 use crate::{
-    admission::{self, Admission, Hook, Hooked},
+    admission::{self, Admission, Admissions, Hook, Hooked},
     conversion::{Conversions, Hub},
     metrics::Metrics,
+    request_budget::{Turns, WORK_BYTES},
 };
-
-/// The largest AdmissionReview read. The API server accepts requests of up to 3 MiB, and a
-/// review of an update carries both the new and the old object.
-pub const MAX_REVIEW_BYTES: usize = 8 * 1024 * 1024;
 
 /// An operator's webhook routes, built one hook at a time.
 pub struct Routes {
     metrics: Arc<Metrics>,
+    /// The memory every hook's work shares (see [`crate::request_budget`]).
+    turns: Turns,
     router: Router<Arc<Metrics>>,
     /// The admission hooks by path, made routes last: one path may admit several kinds.
     admission: BTreeMap<String, Hooked>,
@@ -63,6 +62,7 @@ impl Routes {
     /// No routes yet; every answer of those added is counted in `metrics`.
     pub fn new(metrics: Arc<Metrics>) -> Self {
         Self {
+            turns: Turns::new(WORK_BYTES, Arc::clone(&metrics)),
             metrics,
             router: Router::new(),
             admission: BTreeMap::new(),
@@ -105,7 +105,7 @@ impl Routes {
     /// API server sends a whole list in one review, so the cap is the operator's flag, and the
     /// reviews are converted in turn (see [`Conversions`]).
     pub fn conversion<H: Hub + 'static>(self, path: &str, max_bytes: usize) -> Self {
-        let conversions = Conversions::new(max_bytes, &self.metrics);
+        let conversions = Conversions::new(max_bytes, &self.metrics, self.turns.clone());
         let route = post(
             move |State(metrics): State<Arc<Metrics>>, request: Request| async move {
                 conversions.answer::<H>(metrics, request).await
@@ -121,17 +121,21 @@ impl Routes {
 
     /// The routes, to serve.
     pub fn into_router(self) -> Router {
+        // One budget and one set of turns for every admission path (see `Admissions`).
+        let admissions = Admissions::new(self.turns.clone());
         let router = self
             .admission
             .into_iter()
             .fold(self.router, |router, (path, hooked)| {
                 let hooked = Arc::new(hooked);
+                let admissions = admissions.clone();
                 let route = post(
-                    move |State(metrics): State<Arc<Metrics>>, body: Bytes| async move {
-                        hooked.answer(&metrics, &body).await
+                    move |State(metrics): State<Arc<Metrics>>, request: Request| async move {
+                        admissions.answer(&hooked, &metrics, request).await
                     },
                 )
-                .layer(DefaultBodyLimit::max(MAX_REVIEW_BYTES));
+                // Admissions reads the body itself, up to its own cap.
+                .layer(DefaultBodyLimit::disable());
                 router.route(&path, route)
             });
         router.with_state(self.metrics)
@@ -294,5 +298,145 @@ mod tests {
                 .into_router()
         })
         .await;
+    }
+
+    /// Hostile clients against the routes served as the webhook server serves them (plain
+    /// HTTP here: TLS changes nothing of what is measured), each beside a client that must
+    /// still be answered.
+    mod hostile {
+        use std::{net::SocketAddr, time::Duration};
+
+        use tokio::{
+            io::{AsyncReadExt as _, AsyncWriteExt as _},
+            net::TcpStream,
+        };
+
+        use super::*;
+        use crate::connections::{Capped, WEBHOOKS};
+
+        /// The routes of a conversion and a validation, served with the webhooks' limits.
+        async fn serve() -> SocketAddr {
+            let metrics = metrics();
+            let router = Routes::new(Arc::clone(&metrics))
+                .admission::<ConfigMap, _>("/validate", Hook::Validate, Refuse)
+                .conversion::<ConfigMap>("/convert", 64 * 1024 * 1024)
+                .into_router();
+            let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+            listener.set_nonblocking(true).expect("nonblocking");
+            let addr = listener.local_addr().expect("an address");
+            let server = WEBHOOKS
+                .server(listener, |capped: Capped| capped, &metrics)
+                .expect("a server");
+            tokio::spawn(server.serve(router.into_make_service()));
+            addr
+        }
+
+        /// A ConversionReview of `count` ConfigMaps already in `v1`, which pass through.
+        fn conversion_review(count: usize) -> Vec<u8> {
+            let objects: Vec<Value> = (0..count)
+                .map(|i| {
+                    json!({"apiVersion": "v1", "kind": "ConfigMap",
+                        "metadata": {"name": format!("c{i}"), "namespace": "d"},
+                        "data": {"k": "v".repeat(100)}})
+                })
+                .collect();
+            serde_json::to_vec(&json!({
+                "apiVersion": "apiextensions.k8s.io/v1", "kind": "ConversionReview",
+                "request": {"uid": "u-1", "desiredAPIVersion": "v1", "objects": objects},
+            }))
+            .expect("a review")
+        }
+
+        /// Sends the head of a POST to `path` announcing `length` bytes, and `sent` of them.
+        async fn stalled_post(
+            addr: SocketAddr,
+            path: &str,
+            length: usize,
+            sent: usize,
+        ) -> TcpStream {
+            let mut stream = TcpStream::connect(addr).await.expect("connect");
+            let head = format!(
+                "POST {path} HTTP/1.1\r\nhost: test\r\ncontent-type: application/json\r\ncontent-length: {length}\r\n\r\n"
+            );
+            stream.write_all(head.as_bytes()).await.expect("a head");
+            stream
+                .write_all(&vec![b' '; sent])
+                .await
+                .expect("part of a body");
+            stream
+        }
+
+        /// POSTs `body` to `path` and reads the whole answer; the status line and the body.
+        async fn post_whole(addr: SocketAddr, path: &str, body: &[u8]) -> (String, Vec<u8>) {
+            let mut stream = TcpStream::connect(addr).await.expect("connect");
+            let head = format!(
+                "POST {path} HTTP/1.1\r\nhost: test\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+                body.len()
+            );
+            stream.write_all(head.as_bytes()).await.expect("a head");
+            stream.write_all(body).await.expect("a body");
+            let mut answer = Vec::new();
+            stream.read_to_end(&mut answer).await.expect("an answer");
+            let status = String::from_utf8_lossy(&answer[..answer.len().min(12)]).into_owned();
+            (status, answer)
+        }
+
+        /// What a client that must be answered gets, within a second.
+        async fn answered(addr: SocketAddr, path: &str, body: &[u8]) -> (String, Vec<u8>) {
+            tokio::time::timeout(Duration::from_secs(1), post_whole(addr, path, body))
+                .await
+                .expect("answered while the hostile clients hold on")
+        }
+
+        #[tokio::test]
+        async fn conversions_and_admissions_answer_while_stalled_bodies_are_held_open() {
+            let addr = serve().await;
+            let mut stalled = Vec::new();
+            for _ in 0..8 {
+                stalled.push(stalled_post(addr, "/convert", 10_000, 10).await);
+                stalled.push(stalled_post(addr, "/validate", 10_000, 10).await);
+            }
+            let (status, answer) = answered(addr, "/convert", &conversion_review(3)).await;
+            assert_eq!(
+                status,
+                "HTTP/1.1 200",
+                "{}",
+                String::from_utf8_lossy(&answer)
+            );
+            assert!(String::from_utf8_lossy(&answer).contains("\"c2\""));
+            let review = admission_review::<ConfigMap>("CREATE", &config_map(), &Value::Null);
+            let (status, answer) = answered(addr, "/validate", &review).await;
+            assert_eq!(status, "HTTP/1.1 200");
+            assert!(String::from_utf8_lossy(&answer).contains("refused"));
+        }
+
+        #[tokio::test]
+        async fn conversions_answer_after_clients_that_never_read_their_answers() {
+            let addr = serve().await;
+            // Answers far larger than the socket buffers and the answer's queue.
+            let large = conversion_review(60_000);
+            let mut unread = Vec::new();
+            for _ in 0..crate::conversion::CONVERSIONS_AT_ONCE {
+                let mut stream = TcpStream::connect(addr).await.expect("connect");
+                let head = format!(
+                    "POST /convert HTTP/1.1\r\nhost: test\r\ncontent-length: {}\r\n\r\n",
+                    large.len()
+                );
+                stream.write_all(head.as_bytes()).await.expect("a head");
+                stream.write_all(&large).await.expect("a body");
+                unread.push(stream);
+            }
+            // Both turns are held by answers nobody reads, until the answers' deadline.
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            let waited = std::time::Instant::now();
+            let (status, _) = tokio::time::timeout(
+                crate::conversion::ANSWER_STALL * 3,
+                post_whole(addr, "/convert", &conversion_review(3)),
+            )
+            .await
+            .expect("answered once the unread answers were given up");
+            assert_eq!(status, "HTTP/1.1 200");
+            assert!(waited.elapsed() <= crate::conversion::ANSWER_STALL * 2);
+        }
     }
 }

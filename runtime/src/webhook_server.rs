@@ -9,6 +9,7 @@ use axum_server::tls_rustls::{RustlsAcceptor, RustlsConfig};
 
 use crate::{
     certificates::{Certificate, Certificates},
+    connections::WEBHOOKS,
     metrics::Metrics,
 };
 
@@ -30,13 +31,14 @@ pub async fn serve(
     metrics: Arc<Metrics>,
 ) {
     let (mut current, tls) = first_certificate(&certificates).await;
-    // TCP_NODELAY: an answer streamed in chunks would otherwise wait on the API server's
-    // delayed acknowledgement of the one before, some 40 ms a review.
-    let acceptor =
-        RustlsAcceptor::new(tls.clone()).acceptor(axum_server::accept::NoDelayAcceptor::new());
+    let acceptor = |capped: crate::connections::Capped| {
+        RustlsAcceptor::new(tls.clone())
+            .handshake_timeout(WEBHOOKS.headers)
+            .acceptor(capped)
+    };
     let server = match std::net::TcpListener::bind(addr)
-        .and_then(axum_server::from_tcp)
-        .map(|server| server.acceptor(acceptor))
+        .and_then(|listener| listener.set_nonblocking(true).map(|()| listener))
+        .and_then(|listener| WEBHOOKS.server(listener, acceptor, &metrics))
     {
         Ok(server) => server,
         Err(error) => {

@@ -4,7 +4,9 @@
 
 use std::path::{Path, PathBuf};
 
-use operator_gen::{Generated, Manifest, Request, Selection};
+use operator_gen::{
+    Generated, Manifest, Request, Selection, manifest::Runtime, vendor::RuntimePath,
+};
 
 /// The workspace root, where `cargo xtask` runs.
 pub fn workspace_root() -> PathBuf {
@@ -12,6 +14,50 @@ pub fn workspace_root() -> PathBuf {
         .parent()
         .expect("tests/ sits in the workspace")
         .to_owned()
+}
+
+/// This repository's runtime/ folder, where it is: what the crates a test builds in one batch
+/// name, so that one runtime is compiled for all of them rather than a vendored copy each.
+pub fn shared_runtime() -> RuntimePath {
+    let runtime = workspace_root().join("runtime");
+    RuntimePath::anywhere(runtime.to_str().expect("a UTF-8 path to the workspace"))
+        .expect("a path the generator takes")
+}
+
+/// [`shared_runtime`] relative to the crate folder `dir` (which need not exist yet), as an
+/// `operator.yaml` names it.
+pub fn runtime_from(dir: &Path) -> RuntimePath {
+    let dir = std::path::absolute(dir).expect("an absolute path");
+    // The folders that exist, as the OS resolves them, then those about to be made.
+    let existing = dir
+        .ancestors()
+        .find(|a| a.exists())
+        .expect("the root exists");
+    let missing = dir.strip_prefix(existing).expect("below an ancestor");
+    let dir = std::fs::canonicalize(existing)
+        .expect("an existing folder")
+        .join(missing);
+    // Folders below the root, less the root itself.
+    let depth = dir.components().count() - 1;
+    let runtime = std::fs::canonicalize(workspace_root().join("runtime")).expect("runtime/");
+    let below_root = runtime
+        .strip_prefix("/")
+        .expect("an absolute path")
+        .to_str()
+        .expect("a UTF-8 path");
+    // From `dir`, `..` once per folder it is below leads to the root.
+    RuntimePath::relative(&format!("{}{below_root}", "../".repeat(depth)))
+        .expect("a relative path the generator takes")
+}
+
+/// `manifest` with its runtime in [`shared_runtime`].
+pub fn sharing_runtime(manifest: Manifest) -> Manifest {
+    Manifest {
+        runtime: Some(Runtime {
+            path: shared_runtime(),
+        }),
+        ..manifest
+    }
 }
 
 /// Runs `cargo test` on a throwaway workspace of generated crates in `root`, whose members are
@@ -22,13 +68,10 @@ pub fn workspace_root() -> PathBuf {
 /// the output when either failed.
 pub fn cargo_test_batch(root: &Path, members: &[String]) -> Result<(), String> {
     let list: Vec<String> = members.iter().map(|m| format!("\"{m}\"")).collect();
-    // Generated crates take operator-gen-runtime from crates.io by version; here, as in this
-    // repository's own workspace, it is the runtime/ folder.
-    let runtime = workspace_root().join("runtime");
+    // The members name this repository's runtime/ by path ([`shared_runtime`]).
     let manifest = format!(
-        "[workspace]\nresolver = \"3\"\nmembers = [{}]\n\n[patch.crates-io]\noperator-gen-runtime = {{ path = {:?} }}\n",
+        "[workspace]\nresolver = \"3\"\nmembers = [{}]\n",
         list.join(", "),
-        runtime.display().to_string(),
     );
     std::fs::write(root.join("Cargo.toml"), manifest).expect("writing the batch workspace");
     std::fs::copy(workspace_root().join("Cargo.lock"), root.join("Cargo.lock"))
@@ -105,21 +148,26 @@ pub fn fixtures() -> Vec<String> {
     names
 }
 
-/// Generates a fixture in memory, as `cargo xtask gen --out <fixture>` would.
+/// Generates a fixture in memory, as `cargo xtask gen --out <fixture>` would: with the
+/// vendored runtime, as its user gets it.
 pub fn generate_fixture(name: &str) -> operator_gen::Result<Generated> {
+    operator_gen::generate(&fixture_request(name)?)
+}
+
+/// The request of [`generate_fixture`].
+pub fn fixture_request(name: &str) -> operator_gen::Result<Request> {
     let manifest_path = workspace_root()
         .join("tests/fixtures")
         .join(name)
         .join("operator.yaml");
-    let request = Request {
+    Ok(Request {
         manifest: Manifest::load(&manifest_path)?,
         manifest_path: Some(manifest_path),
         crd: None,
         selection: Selection::default(),
         flags: Default::default(),
         allow_http: false,
-    };
-    operator_gen::generate(&request)
+    })
 }
 
 /// Names a generated crate defines or imports, given to derived kinds in the grid: each must
@@ -199,10 +247,11 @@ pub fn grid_cases() -> Vec<(String, String)> {
     cases
 }
 
-/// Generates the grid case `manifest`.
+/// Generates the grid case `manifest`, with the [`shared_runtime`] the compile test builds it
+/// against.
 pub fn generate_grid(manifest: &str) -> operator_gen::Result<Generated> {
     let request = Request {
-        manifest: Manifest::parse("operator.yaml", manifest)?,
+        manifest: sharing_runtime(Manifest::parse("operator.yaml", manifest)?),
         manifest_path: None,
         crd: None,
         selection: Selection::default(),
@@ -481,13 +530,20 @@ spec:
     ]
 }
 
-/// Generates a hostile case from a file in `dir`, as a user pointing `--crd` at it would.
-pub fn generate_hostile(name: &str, bytes: &[u8], dir: &Path) -> operator_gen::Result<Generated> {
+/// Generates a hostile case from a file in `dir`, as a user pointing `--crd` at it would; with
+/// `runtime`, naming that runtime folder rather than vendoring one.
+pub fn generate_hostile(
+    name: &str,
+    bytes: &[u8],
+    dir: &Path,
+    runtime: Option<RuntimePath>,
+) -> operator_gen::Result<Generated> {
     let path = dir.join(format!("{name}.yaml"));
     std::fs::write(&path, bytes).expect("writing the hostile CRD");
     let request = Request {
         manifest: Manifest {
             name: Some(format!("hostile-{name}")),
+            runtime: runtime.map(|path| Runtime { path }),
             ..Manifest::default()
         },
         manifest_path: None,

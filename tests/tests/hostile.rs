@@ -9,7 +9,9 @@
 
 use std::{path::Path, process::Command, time::Instant};
 
-use operator_gen_tests::{Expect, generate_hostile, hostile_cases, memory_mib, workspace_root};
+use operator_gen_tests::{
+    Expect, generate_hostile, hostile_cases, memory_mib, shared_runtime, workspace_root,
+};
 
 /// Set in a child process: the case it runs.
 const CASE: &str = "OPERATOR_GEN_HOSTILE_CASE";
@@ -47,7 +49,11 @@ fn one_case_in_a_child_process() {
     std::fs::create_dir_all(&dir).expect("creating the hostile input folder");
     let base_mib = memory_mib("VmHWM:");
     let started = Instant::now();
-    let result = std::panic::catch_unwind(|| generate_hostile(&name, &bytes, &dir));
+    // A runtime by path: the vendored copy is the same whatever the input, and the report
+    // measures what the input costs.
+    let runtime = shared_runtime();
+    let result =
+        std::panic::catch_unwind(|| generate_hostile(&name, &bytes, &dir, Some(runtime.clone())));
     let seconds = started.elapsed().as_secs_f64();
     let (outcome, detail, size) = match result {
         Err(_) => ("panic", String::new(), 0),
@@ -212,7 +218,8 @@ fn keyword_and_colliding_properties_keep_their_json_names() {
         .into_iter()
         .find(|(n, ..)| *n == "keyword-and-colliding-properties")
         .unwrap();
-    let generated = generate_hostile(name, &bytes, &tempfile_dir()).unwrap();
+    let generated =
+        generate_hostile(name, &bytes, &tempfile_dir(), Some(shared_runtime())).unwrap();
     let types = &generated
         .plan
         .files

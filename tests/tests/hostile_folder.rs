@@ -83,6 +83,7 @@ fn run_command(command: &str, folder: &Path, out: &Path) -> String {
                 dynamic: false,
             },
             allow_http: false,
+            runtime: None,
         }),
         other => panic!("unknown command {other}"),
     };
@@ -154,7 +155,8 @@ const FILES: &[&str] = &[
 ];
 
 /// Names the generator touches only to clear them after a journal says so: with no journal, a
-/// plant there is left alone and the run goes on.
+/// plant there is left alone, and a run with nothing to write beside it goes on (one that has
+/// refuses, naming it).
 const UNREAD: &[&str] = &[
     "crd.yaml",
     "src/.controller.rs.operator-gen-new",

@@ -160,6 +160,7 @@ dependencies:
   anyhow: "1"
   reqwest: { version: "0.12", features: [json], default-features: false }
 devDependencies: { pretty_assertions: "1" }
+runtime: { path: ../operator-gen/runtime }
 "#;
 
 /// A resource defined in Rust and served in three versions, with both admission webhooks: its
@@ -171,6 +172,7 @@ primary:
 owns:
   - { kind: ConfigMap }
 webhooks: { validating: true, mutating: true }
+runtime: { path: ../operator-gen/runtime }
 "#;
 
 /// The primary CRD as a dynamic primary, with relations and both admission webhooks.
@@ -185,6 +187,7 @@ external:
   - { name: registry, source: poll, interval: 30s }
 webhooks: { validating: true, mutating: true }
 sharding: true
+runtime: { path: ../operator-gen/runtime }
 "#;
 
 /// Built-in kinds reconciled on their metadata, each with every relation, both admission
@@ -203,6 +206,7 @@ external:
 requeue: { after: 5m, errorBackoff: 1s, errorBackoffMax: 2m }
 webhooks: { validating: true, mutating: true }
 sharding: true
+runtime: { path: ../operator-gen/runtime }
 "#;
 
 /// One step of a path into a document.
@@ -721,6 +725,7 @@ fn the_base_inputs_generate_and_every_leaf_is_visited() {
         "watches[2].map.field",
         "dependencies.reqwest.features[0]",
         "sample.spec.label",
+        "runtime.path",
     ] {
         assert!(
             dotted.contains(&expected.to_owned()),

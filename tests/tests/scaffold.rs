@@ -9,7 +9,7 @@ use operator_gen::{
     manifest::Derived,
     scaffold::{NewOperator, NewPrimary, create},
 };
-use operator_gen_tests::{cargo_test_batch, workspace_root};
+use operator_gen_tests::{cargo_test_batch, runtime_from, workspace_root};
 
 fn shared_crd(path: &str) -> String {
     workspace_root()
@@ -30,6 +30,7 @@ fn imported(dir: &Path) -> NewOperator {
             dynamic: false,
         },
         allow_http: false,
+        runtime: None,
     }
 }
 
@@ -153,8 +154,14 @@ fn every_archetype_builds_and_passes_its_tests_and_survives_a_new_relation() {
             name: Some(format!("{name}-operator")),
             primary,
             allow_http: false,
+            // One runtime for the batch, not a vendored copy compiled per crate.
+            runtime: Some(runtime_from(&dir)),
         };
         create(&new).unwrap_or_else(|e| panic!("new {name}: {e}"));
+        assert!(
+            !dir.join("vendor").exists(),
+            "{name}: a shared runtime is not vendored"
+        );
         assert!(dir.join("operator.yaml").exists() && dir.join("src/reconcile.rs").exists());
         assert_overlay_patches_the_base(&dir);
         members.push(name.to_owned());
@@ -169,13 +176,21 @@ fn every_archetype_builds_and_passes_its_tests_and_survives_a_new_relation() {
         "only a derived operator served in several versions has a conversion webhook"
     );
 
-    // A user edits the reconcile, then adds an owned ConfigMap to the manifest.
+    // A user edits the reconcile, then adds an owned ConfigMap to the manifest, and moves from
+    // the vendored runtime to a shared one, which removes the copy.
     let evolved = root.join("evolved");
     create(&imported(&evolved)).expect("new imported operator");
+    assert!(
+        evolved
+            .join("vendor/operator-gen-runtime/src/lib.rs")
+            .exists()
+    );
     let reconcile = evolved.join("src/reconcile.rs");
     let edited = read(reconcile.clone()).replace("reconciling", "reconciling, as the user wrote");
     std::fs::write(&reconcile, &edited).expect("editing reconcile.rs");
-    let manifest = read(evolved.join("operator.yaml")) + "owns:\n  - kind: ConfigMap\n";
+    let manifest = read(evolved.join("operator.yaml"))
+        + "owns:\n  - kind: ConfigMap\n"
+        + &format!("runtime:\n  path: {:?}\n", runtime_from(&evolved).as_str());
     std::fs::write(evolved.join("operator.yaml"), manifest).expect("adding a relation");
     let (_, report) = Job::new(&evolved)
         .run(Mode::Write { force: false })
@@ -183,6 +198,13 @@ fn every_archetype_builds_and_passes_its_tests_and_survives_a_new_relation() {
     assert!(
         report.changed().contains(&Path::new("src/controller.rs")),
         "{report}"
+    );
+    assert!(
+        report
+            .changed()
+            .contains(&Path::new("vendor/operator-gen-runtime/src/lib.rs"))
+            && !evolved.join("vendor").exists(),
+        "the vendored copy is removed, folders and all: {report}"
     );
     assert_eq!(read(reconcile), edited, "the user's reconcile is untouched");
     assert!(read(evolved.join("src/controller.rs")).contains(".owns_stream("));
@@ -318,6 +340,7 @@ fn new_with_a_bad_crd_leaves_nothing_behind() {
             dynamic: false,
         },
         allow_http: false,
+        runtime: None,
     };
     let err = create(&new).expect_err("not a CRD").to_string();
     assert!(err.contains("\"ConfigMap\""), "{err}");
@@ -339,6 +362,7 @@ fn new_names_the_flag_that_holds_a_bad_value_and_writes_nothing() {
             also_served: Vec::new(),
         }),
         allow_http: false,
+        runtime: None,
     };
     // `--also <version>` on a derived operator.
     let also = |mut new: NewOperator, version: &str| {

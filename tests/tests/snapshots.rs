@@ -1,11 +1,20 @@
 //! One insta snapshot per generated file per fixture, named `{fixture}@{path}`.
 //! Review changes with `cargo insta review`; a snapshot changes only when output does.
+//!
+//! The vendored runtime is no fixture's own output: its files are the runtime's, the same in
+//! every crate, so they are not snapshotted; one test proves the copy is the runtime.
 
+use operator_gen::vendor::{self, VENDOR_DIR};
 use operator_gen_tests::{fixtures, generate_fixture};
 
 fn snapshot_fixture(name: &str) {
     let generated = generate_fixture(name).unwrap_or_else(|e| panic!("fixture {name}: {e}"));
-    for file in &generated.plan.files {
+    for file in generated
+        .plan
+        .files
+        .iter()
+        .filter(|file| !vendor::is_vendored(&file.path))
+    {
         let snapshot = format!("{name}@{}", file.path.display());
         insta::with_settings!({ snapshot_suffix => "", prepend_module_to_snapshot => false, omit_expression => true }, {
             insta::assert_snapshot!(snapshot, file.contents);
@@ -146,7 +155,7 @@ fn rendered_rust_has_no_glued_lines_or_cramped_lists() {
     for name in fixtures() {
         let generated = generate_fixture(&name).unwrap_or_else(|e| panic!("fixture {name}: {e}"));
         for file in &generated.plan.files {
-            if file.path.extension().is_none_or(|e| e != "rs") {
+            if file.path.extension().is_none_or(|e| e != "rs") || vendor::is_vendored(&file.path) {
                 continue;
             }
             for (number, line) in file.contents.lines().enumerate() {
@@ -166,5 +175,96 @@ fn rendered_rust_has_no_glued_lines_or_cramped_lists() {
                 assert!(!cramped, "no space after `,` or `;`: {}", at());
             }
         }
+    }
+}
+
+/// The table named `key` below `value`, for what a Cargo.toml says.
+fn table<'a>(value: &'a toml::Value, key: &str) -> &'a toml::Table {
+    value
+        .get(key)
+        .and_then(toml::Value::as_table)
+        .unwrap_or_else(|| panic!("no table {key} in {value}"))
+}
+
+/// Every key below `value`, at any depth.
+fn keys(value: &toml::Value, found: &mut Vec<String>) {
+    match value {
+        toml::Value::Table(table) => {
+            for (key, value) in table {
+                found.push(key.clone());
+                keys(value, found);
+            }
+        }
+        toml::Value::Array(values) => values.iter().for_each(|v| keys(v, found)),
+        _ => {}
+    }
+}
+
+#[test]
+fn the_vendored_runtime_is_the_embedded_one_and_a_standalone_crate() {
+    let generated = generate_fixture("provider-cluster-validating-webhook").expect("generates");
+    let vendored: std::collections::BTreeMap<String, _> = generated
+        .plan
+        .files
+        .iter()
+        .filter(|file| vendor::is_vendored(&file.path))
+        .map(|file| (file.path.display().to_string(), file))
+        .collect();
+    let embedded: std::collections::BTreeMap<String, &str> = vendor::files().collect();
+    assert_eq!(
+        vendored.keys().collect::<Vec<_>>(),
+        embedded.keys().collect::<Vec<_>>()
+    );
+    for (file, (path, text)) in vendored.values().zip(&embedded) {
+        assert_eq!(
+            file.ownership,
+            operator_gen::write_plan::Ownership::Generated,
+            "{path}"
+        );
+        let mut lines = file.contents.splitn(4, '\n');
+        let mark = lines.next().unwrap_or_default();
+        assert!(
+            mark.contains(operator_gen::write_plan::GENERATED_MARK)
+                && mark.contains("A copy of operator-gen-runtime"),
+            "{path}: {mark}"
+        );
+        let checksum = lines.nth(1).unwrap_or_default();
+        assert!(checksum.contains("checksum: sha256:"), "{path}: {checksum}");
+        assert!(
+            lines.next() == Some(*text),
+            "{path} is not the embedded runtime's"
+        );
+    }
+
+    let manifest = embedded[&format!("{VENDOR_DIR}/Cargo.toml")];
+    let manifest: toml::Value = toml::from_str(manifest).expect("the copy's Cargo.toml parses");
+    let package = table(&manifest, "package");
+    assert_eq!(package["name"].as_str(), Some("operator-gen-runtime"));
+    let version = package["version"].as_str().expect("a version");
+    assert!(
+        package["edition"].is_str() && package["license"].is_str(),
+        "{package:?}"
+    );
+    let mut all = Vec::new();
+    keys(&manifest, &mut all);
+    assert!(
+        !all.iter()
+            .any(|key| key == "workspace" || key.contains("dev-dependencies")),
+        "the copy inherits nothing from a workspace, and needs no dev-dependencies: {all:?}"
+    );
+    assert!(table(&manifest, "features").contains_key("webhooks"));
+
+    // The crate names the copy by path, with the version cargo checks it against.
+    let crate_toml = generated
+        .plan
+        .files
+        .iter()
+        .find(|file| file.path.as_os_str() == "Cargo.toml")
+        .expect("a Cargo.toml");
+    let crate_toml: toml::Value = toml::from_str(&crate_toml.contents).expect("parses");
+    for section in ["dependencies", "dev-dependencies"] {
+        let runtime = &table(&crate_toml, section)["operator-gen-runtime"];
+        assert_eq!(runtime["path"].as_str(), Some(VENDOR_DIR), "{section}");
+        assert_eq!(runtime["version"].as_str(), Some(version), "{section}");
     }
 }

@@ -532,11 +532,26 @@ fn subject_of(generated: &operator_gen::Generated) -> Option<(Value, Value, Stri
     ))
 }
 
+/// This repository's runtime/ folder, by its absolute path.
+fn shared_runtime() -> Result<operator_gen::vendor::RuntimePath, String> {
+    let runtime = std::path::absolute(Path::new(env!("CARGO_MANIFEST_DIR")).join("../runtime"))
+        .map_err(|e| e.to_string())?;
+    let runtime = runtime
+        .to_str()
+        .ok_or("the path to runtime/ is not UTF-8")?;
+    operator_gen::vendor::RuntimePath::anywhere(runtime)
+}
+
 /// Generates one crate in memory.
 fn generate_one(file: &Path, crate_name: &str) -> Result<operator_gen::Generated, String> {
     let request = Request {
         manifest: Manifest {
             name: Some(crate_name.to_owned()),
+            // Every crate of a batch names this repository's runtime, which is then compiled
+            // once for all of them, where a vendored copy each would be compiled per crate.
+            runtime: Some(operator_gen::manifest::Runtime {
+                path: shared_runtime()?,
+            }),
             ..Manifest::default()
         },
         manifest_path: None,
@@ -577,15 +592,12 @@ fn check_batch(
     lock: &Path,
 ) -> anyhow::Result<BTreeMap<String, Result<(), String>>> {
     let members: Vec<String> = names.iter().map(|n| format!("\"{n}\"")).collect();
-    // Generated crates take operator-gen-runtime from crates.io by version; here, as in this
-    // repository's own workspace, it is the runtime/ folder of this repository.
-    let runtime = Path::new(env!("CARGO_MANIFEST_DIR")).join("../runtime");
+    // The members name this repository's runtime/ by path (`shared_runtime`).
     std::fs::write(
         workspace.join("Cargo.toml"),
         format!(
-            "[workspace]\nresolver = \"3\"\nmembers = [{}]\n\n[patch.crates-io]\noperator-gen-runtime = {{ path = {:?} }}\n",
+            "[workspace]\nresolver = \"3\"\nmembers = [{}]\n",
             members.join(", "),
-            runtime.display().to_string(),
         ),
     )?;
     if lock.exists() {

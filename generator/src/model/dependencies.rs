@@ -11,6 +11,7 @@ use crate::{
     manifest::{DependencySpec, Manifest},
     naming,
     text::{Text, TomlValue},
+    vendor::{RUNTIME_CRATE, RuntimeSource},
 };
 
 /// One `name = spec` line of Cargo.toml.
@@ -41,12 +42,6 @@ const BASE: &[(&str, &str)] = &[
         "kube",
         r#"{ version = "5.0.0", default-features = false, features = ["client", "derive", "ring", "runtime", "rustls-tls", "unstable-runtime"] }"#,
     ),
-    // The runtime of this generator's own version: a caret requirement, so that
-    // `cargo update` brings its fixes without regenerating.
-    (
-        "operator-gen-runtime",
-        concat!("\"", env!("CARGO_PKG_VERSION"), "\""),
-    ),
     ("serde", r#"{ version = "1.0.228", features = ["derive"] }"#),
     ("serde_json", r#""1.0.145""#),
     ("thiserror", r#""2.0.17""#),
@@ -57,20 +52,12 @@ const BASE: &[(&str, &str)] = &[
     ("tracing", r#""0.1.41""#),
 ];
 
-/// Dev-dependencies of every generated crate: the runtime's `test-util` feature (the mock API
-/// server, the offline client, the assertions the shipped tests make and the cluster test's
-/// log tail); tower (`ServiceExt`, to call routes), tower-test and tracing-subscriber for the
+/// Dev-dependencies of every generated crate, besides the runtime's `test-util` feature (the
+/// mock API server, the offline client, the assertions the shipped tests make and the cluster
+/// test's log tail, [`RUNTIME_DEV_FEATURES`]): tower (`ServiceExt`, to call routes), tower-test and tracing-subscriber for the
 /// crate's own tests, which crates generated before the runtime held these pieces may use, so
 /// regenerating keeps them.
 const BASE_DEV: &[(&str, &str)] = &[
-    (
-        "operator-gen-runtime",
-        concat!(
-            "{ version = \"",
-            env!("CARGO_PKG_VERSION"),
-            "\", features = [\"test-util\"] }"
-        ),
-    ),
     (
         "tower",
         r#"{ version = "0.5.2", default-features = false, features = ["util"] }"#,
@@ -96,9 +83,7 @@ const DERIVED: &[(&str, &str)] = &[
 ];
 
 /// Webhooks, admission or conversion: kube's AdmissionReview types, axum's JSON for the
-/// routes, and the runtime's webhooks feature
-/// (its HTTPS server on rustls with ring, the provider kube's client already uses, and the
-/// certificates, rcgen for the self-managed one).
+/// routes, and the runtime's webhooks feature ([`RUNTIME_WEBHOOK_FEATURES`]).
 const WEBHOOKS: &[(&str, &str)] = &[
     (
         "axum",
@@ -108,16 +93,14 @@ const WEBHOOKS: &[(&str, &str)] = &[
         "kube",
         r#"{ version = "5.0.0", default-features = false, features = ["admission", "client", "derive", "ring", "runtime", "rustls-tls", "unstable-runtime"] }"#,
     ),
-    // The runtime's certificates: rcgen and rustls come with it.
-    (
-        "operator-gen-runtime",
-        concat!(
-            "{ version = \"",
-            env!("CARGO_PKG_VERSION"),
-            "\", features = [\"webhooks\"] }"
-        ),
-    ),
 ];
+
+/// The runtime's features with webhooks: its HTTPS server on rustls with ring (the provider
+/// kube's client already uses) and the certificates, rcgen for the self-managed one.
+const RUNTIME_WEBHOOK_FEATURES: &[&str] = &["webhooks"];
+
+/// The runtime's features in the dev-dependencies: its testing kit.
+const RUNTIME_DEV_FEATURES: &[&str] = &["test-util"];
 
 const CHRONO: (&str, &str) = (
     "chrono",
@@ -133,17 +116,33 @@ pub(super) fn tables(
     webhooks: bool,
     bad: &dyn Fn(&str, String) -> crate::Error,
 ) -> Result<(Vec<Dependency>, Vec<Dependency>)> {
-    let mut base = BASE.to_vec();
-    let base_dev = BASE_DEV.to_vec();
+    let constant = |table: &[(&'static str, &'static str)]| -> Vec<(&'static str, TomlValue)> {
+        table
+            .iter()
+            .map(|(name, spec)| (*name, TomlValue::constant(spec)))
+            .collect()
+    };
+    let mut base = constant(BASE);
+    let mut base_dev = constant(BASE_DEV);
     if uses_chrono {
-        base.push(CHRONO);
+        base.extend(constant(&[CHRONO]));
     }
     if archetype == Archetype::Derived {
-        replace(&mut base, DERIVED);
+        replace(&mut base, constant(DERIVED));
     }
     if webhooks {
-        replace(&mut base, WEBHOOKS);
+        replace(&mut base, constant(WEBHOOKS));
     }
+    // The runtime by path, never by version alone: the name is not claimed on crates.io
+    // (`crate::vendor`).
+    let runtime = RuntimeSource::of(manifest);
+    let features = if webhooks {
+        RUNTIME_WEBHOOK_FEATURES
+    } else {
+        &[]
+    };
+    base.push((RUNTIME_CRATE, runtime.dependency(features)));
+    base_dev.push((RUNTIME_CRATE, runtime.dependency(RUNTIME_DEV_FEATURES)));
     let all_names: Vec<&str> = base
         .iter()
         .chain(&base_dev)
@@ -198,7 +197,7 @@ pub(super) fn tables(
 }
 
 /// Adds `extra` to `base`, in place of any entry of the same name.
-fn replace(base: &mut Vec<(&str, &'static str)>, extra: &[(&'static str, &'static str)]) {
+fn replace(base: &mut Vec<(&'static str, TomlValue)>, extra: Vec<(&'static str, TomlValue)>) {
     base.retain(|(name, _)| extra.iter().all(|(replacing, _)| replacing != name));
     base.extend(extra);
 }
@@ -213,7 +212,7 @@ fn same_crate(a: &str, b: &str) -> bool {
 /// entry for a crate the generated code needs is refused, because changing its version or
 /// features could break generated code in ways regeneration cannot see.
 fn table(
-    base: &[(&str, &'static str)],
+    base: &[(&'static str, TomlValue)],
     extra: &BTreeMap<String, DependencySpec>,
     field: &str,
     bad: &dyn Fn(&str, String) -> crate::Error,
@@ -222,7 +221,7 @@ fn table(
         .iter()
         .map(|(name, spec)| Dependency {
             name: Text::from(*name),
-            spec: TomlValue::constant(spec),
+            spec: spec.clone(),
         })
         .collect();
     for (name, spec) in extra {
@@ -276,13 +275,55 @@ fn toml_value(spec: &DependencySpec) -> toml::Value {
 mod tests {
     use super::*;
 
-    #[test]
-    fn generated_crates_take_the_runtime_of_the_generators_version() {
-        let (name, spec) = BASE
+    /// The spec of `name` in a table of [`tables`].
+    fn spec_of<'a>(table: &'a [Dependency], name: &str) -> &'a str {
+        table
             .iter()
-            .find(|(name, _)| *name == "operator-gen-runtime")
-            .expect("the runtime is a dependency");
-        assert_eq!(version(spec), env!("CARGO_PKG_VERSION"), "{name}");
+            .find(|d| d.name.raw() == name)
+            .map(|d| d.spec.as_str())
+            .unwrap_or_else(|| panic!("{name} is a dependency"))
+    }
+
+    fn runtime_specs(manifest: &Manifest, webhooks: bool) -> (String, String) {
+        let bad = |field: &str, reason: String| crate::Error::Manifest {
+            location: field.to_owned(),
+            reason,
+        };
+        let (deps, dev) =
+            tables(manifest, "op", Archetype::Builtin, false, webhooks, &bad).expect("the tables");
+        (
+            spec_of(&deps, RUNTIME_CRATE).to_owned(),
+            spec_of(&dev, RUNTIME_CRATE).to_owned(),
+        )
+    }
+
+    #[test]
+    fn generated_crates_take_the_runtime_of_the_generators_version_by_path() {
+        let version = env!("CARGO_PKG_VERSION");
+        let (deps, dev) = runtime_specs(&Manifest::default(), false);
+        assert_eq!(
+            deps,
+            format!("{{ path = \"vendor/operator-gen-runtime\", version = \"{version}\" }}")
+        );
+        assert_eq!(
+            dev,
+            format!(
+                "{{ path = \"vendor/operator-gen-runtime\", version = \"{version}\", features = [\"test-util\"] }}"
+            )
+        );
+        let shared = Manifest {
+            runtime: Some(crate::manifest::Runtime {
+                path: crate::vendor::RuntimePath::relative("../../runtime").unwrap(),
+            }),
+            ..Manifest::default()
+        };
+        let (deps, _) = runtime_specs(&shared, true);
+        assert_eq!(
+            deps,
+            format!(
+                "{{ path = \"../../runtime\", version = \"{version}\", features = [\"webhooks\"] }}"
+            )
+        );
     }
 
     /// The version in a spec: the string itself, or its `version` key.

@@ -112,6 +112,10 @@ pub struct Crate {
     pub provenance: Provenance,
     pub dependencies: Vec<Dependency>,
     pub dev_dependencies: Vec<Dependency>,
+    /// Where the runtime comes from: vendored, the render adds the copy's files to the plan.
+    /// No template prints it; the dependencies above name its path.
+    #[serde(skip)]
+    pub runtime: crate::vendor::RuntimeSource,
 }
 
 /// The relations `operator.yaml` declares, as `controller.rs` wires them.
@@ -198,6 +202,8 @@ pub struct Deploy {
     pub own_namespace: bool,
     /// The image `deploy/base/deployment.yaml` runs, `<crate>:latest`.
     pub image: Text,
+    /// The image the Dockerfile builds the operator in ([`BUILDER_IMAGE`]).
+    pub builder_image: Constant,
     /// The Role and RoleBinding for the operator's Lease, `<crate>-leader-election`.
     pub leader_election_role: Text,
     /// The least-privilege rules the generated code needs, one per resource.
@@ -207,6 +213,12 @@ pub struct Deploy {
     /// The CRD as loaded, for `deploy/base/crd.yaml` (imported and dynamic operators).
     pub crd_yaml: Option<YamlDocument>,
 }
+
+/// The image a generated Dockerfile builds the operator in: one Rust release on one Alpine
+/// release, by exact version. A moving tag (`rust:1-alpine`) would build the same Dockerfile
+/// with another compiler, and another C library, from one day to the next. Bumped by hand, to
+/// the Rust this repository is tested with and an Alpine the Rust images are published for.
+pub const BUILDER_IMAGE: &str = "rust:1.95.0-alpine3.22";
 
 /// One module of `src/types.rs`.
 #[derive(Debug, Clone, Serialize)]
@@ -293,6 +305,22 @@ pub fn analyze(
     };
     let mut warnings = facts.warnings;
     warnings.extend(resolved.warnings);
+    if let Some(webhooks) = webhooks.as_ref().filter(|w| w.fails_open) {
+        let kinds: Vec<&str> = webhooks
+            .rules
+            .iter()
+            .filter(|rule| rule.scope.0 == "Cluster")
+            .map(|rule| rule.resource.raw())
+            .collect();
+        warnings.push(format!(
+            "{manifest_origin}: field `webhooks`: the admission webhooks gate cluster-scoped \
+             {}, so they fail open (`failurePolicy: Ignore`): while the operator is down, writes \
+             of every kind they gate are stored unchecked rather than refused cluster-wide, \
+             its own RBAC included. To fail closed on namespaced kinds, give them an operator \
+             of their own",
+            kinds.join(", ")
+        ));
+    }
     let operator = Operator {
         krate,
         archetype: facts.archetype,
@@ -333,6 +361,21 @@ fn check_sharding(
     if !manifest.sharding {
         return Ok(());
     }
+    let leases =
+        |group: &Text, kind: &Text| group.raw() == "coordination.k8s.io" && kind.raw() == "Lease";
+    let sharded_leases = match primary.kinds.as_slice() {
+        [] => leases(&primary.group, &primary.kind),
+        kinds => kinds.iter().any(|kind| leases(&kind.group, &kind.kind)),
+    };
+    if sharded_leases {
+        return Err(bad(
+            "sharding",
+            "the replicas' ring is made of Leases, and a sharded operator of Leases would label \
+             every Lease in its scope with a shard, the ring's own and other operators' leader \
+             elections included; drop `sharding:` for an operator of Leases"
+                .to_owned(),
+        ));
+    }
     let is_primary = |owned: &relations::Related| match primary.kinds.as_slice() {
         [] => owned.group == primary.group && owned.kind == primary.kind,
         kinds => kinds
@@ -369,8 +412,11 @@ fn crate_name(
     Ok(crate_name)
 }
 
-/// The namespace `deploy/` runs the operator in, and whether it is the operator's own: an
-/// operator with admission webhooks for a built-in kind runs in one, exempt from them.
+/// The namespace `deploy/` runs the operator in, and whether it is the operator's own, named
+/// after it. An operator with admission webhooks for a built-in kind runs in one, exempt from
+/// them. So does a sharded one: its ring is the Leases with the ring's label in that
+/// namespace, so whoever can create a Lease there can join it, and in a namespace of its own
+/// that is only its replicas and the cluster's admins.
 fn deploy_namespace(
     manifest: &Manifest,
     archetype: Archetype,
@@ -378,21 +424,25 @@ fn deploy_namespace(
     scope: manifest::Scope,
     bad: &dyn Fn(&str, String) -> Error,
 ) -> Result<(String, bool)> {
-    let own_namespace = webhooks::needs_own_namespace(manifest.webhooks, archetype);
-    if !own_namespace {
+    let exempt = webhooks::needs_own_namespace(manifest.webhooks, archetype);
+    if !exempt && !manifest.sharding {
         return Ok((DEPLOY_NAMESPACE.to_owned(), false));
     }
     if is_reserved_namespace(crate_name) {
+        let why = if exempt {
+            "an operator with admission webhooks for a built-in kind"
+        } else {
+            "a sharded operator"
+        };
         return Err(bad(
             "name",
             format!(
-                "an operator with admission webhooks for a built-in kind runs in a namespace \
-                 of its own, named after it, and {crate_name:?} is Kubernetes' own; choose \
-                 another `name:`"
+                "{why} runs in a namespace of its own, named after it, and {crate_name:?} is \
+                 Kubernetes' own; choose another `name:`"
             ),
         ));
     }
-    if scope == manifest::Scope::Namespace {
+    if exempt && scope == manifest::Scope::Namespace {
         return Err(bad(
             "scope",
             "an operator with admission webhooks for a built-in kind runs in a namespace of its \
@@ -452,6 +502,7 @@ fn krate(
         name: Text::new(name),
         dependencies,
         dev_dependencies,
+        runtime: crate::vendor::RuntimeSource::of(manifest),
     })
 }
 
@@ -503,6 +554,7 @@ fn deploy(
         namespace,
         own_namespace,
         image: Text::new(format!("{name}:latest")),
+        builder_image: Constant(BUILDER_IMAGE),
         leader_election_role: Text::new(format!("{name}-leader-election")),
         rbac,
         monitoring,

@@ -11,7 +11,8 @@ use crate::{
     error::{Error, Result},
     k8s_catalog,
     manifest::{ExternalSource, Manifest, MapRule},
-    naming, rust_types, schema_path,
+    naming, rust_types,
+    schema_path::{self, PathProblem},
     text::{Constant, Ident, RustPath, Text},
 };
 
@@ -358,12 +359,33 @@ fn watch(field: &str, kind: RelatedKind, map: &MapRule, bad: Bad) -> Result<Watc
             (rule, key.clone(), key.clone())
         }
         MapRule::Field(path) => {
+            let at = format!("{field}.map.field");
+            let kind = &related.kind;
             check_field_path(schema, path).map_err(|problem| {
-                bad(
-                    &format!("{field}.map.field"),
-                    format!("{path:?} does not exist in {}: {problem}", related.kind),
-                )
+                let reason = match problem {
+                    PathProblem::Missing { .. } => {
+                        format!("{path:?} does not exist in {kind}: {problem}")
+                    }
+                    PathProblem::NotAString { .. } => {
+                        format!("{path:?} of {kind} cannot name the primary: {problem}")
+                    }
+                    PathProblem::Bytes => format!(
+                        "{path:?} of {kind} cannot name the primary: {problem}; {}",
+                        name_it_in_metadata(kind)
+                    ),
+                };
+                bad(&at, reason)
             })?;
+            if is_write_only(&related, path) {
+                return Err(bad(
+                    &at,
+                    format!(
+                        "{path:?} of {kind} is write-only: the API server merges `stringData` into \
+                         `data` and never returns it, so no {kind} would name its primary there; {}",
+                        name_it_in_metadata(kind)
+                    ),
+                ));
+            }
             (MapKind::Field, naming::json_pointer(path), path.clone())
         }
     };
@@ -386,6 +408,23 @@ fn watch(field: &str, kind: RelatedKind, map: &MapRule, bad: Bad) -> Result<Watc
         source: Text::new(source),
         field_selector,
     })
+}
+
+/// What to map by instead of a field of the object's body that cannot name a primary.
+fn name_it_in_metadata(kind: &Text) -> String {
+    format!(
+        "put the primary's name in a label or an annotation of the {kind} instead \
+         (`map: {{ label: example.com/owner }}`): the watch then streams metadata only, and no \
+         {kind}'s data reaches the operator"
+    )
+}
+
+/// Whether `path` is a field the API server takes on writes and never returns, so a watched
+/// object never holds it: a Secret's `stringData`.
+fn is_write_only(related: &Related, path: &str) -> bool {
+    related.builtin
+        && related.kind.raw() == "Secret"
+        && path.split('.').next() == Some("stringData")
 }
 
 /// Field paths into `metadata` are checked against ObjectMeta, since CRD schemas leave

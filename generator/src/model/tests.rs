@@ -263,6 +263,33 @@ fn a_field_path_missing_from_the_schema_is_refused() {
 }
 
 #[test]
+fn a_field_rule_on_bytes_or_a_write_only_field_is_refused_pointing_at_metadata() {
+    let bytes = "cannot name the primary: the field holds bytes (`format: byte`), which the API \
+                 server sends base64-encoded";
+    let cases = [
+        ("Secret", "data.owner", bytes),
+        ("ConfigMap", "binaryData.owner", bytes),
+        ("Secret", "stringData.owner", "is write-only"),
+    ];
+    for (kind, path, says) in cases {
+        let err = error_of(&format!(
+            "watches: [{{kind: {kind}, map: {{field: {path}}}}}]"
+        ));
+        assert!(
+            err.starts_with("operator.yaml: field `watches[0].map.field`: ")
+                && err.contains(&format!("\"{path}\" of {kind} {says}"))
+                && err.contains("label or an annotation")
+                && err.contains("streams metadata only"),
+            "{err}"
+        );
+    }
+    // A label on the Secret is the way, and its watch never sees the Secret's data.
+    let operator = analyze_with("watches: [{kind: Secret, map: {label: example.com/owner}}]")
+        .expect("a valid manifest");
+    assert!(operator.relations.watches[0].metadata_only);
+}
+
+#[test]
 fn bad_names_and_keys_are_refused() {
     assert!(error_of("name: 9lives").contains("field `name`"));
     assert!(
@@ -929,18 +956,7 @@ fn a_dynamic_primary_takes_relations_and_sharding_as_a_typed_one_does() {
 
 #[test]
 fn a_generic_primary_takes_relations_a_namespace_scope_and_sharding() {
-    let kinds = ["Deployment", "ConfigMap"].map(|k| k8s_catalog::find(k).expect("built in"));
-    let generic = |manifest: &str| {
-        let manifest = Manifest::parse("operator.yaml", manifest).expect("a manifest");
-        let input = PrimaryInput::Generic(kinds.to_vec());
-        analyze(
-            "operator.yaml",
-            &manifest,
-            &input,
-            &[],
-            CommandFlags::default(),
-        )
-    };
+    let generic = |manifest: &str| analyze_generic(&["Deployment", "ConfigMap"], manifest);
     let sharded = generic("sharding: true")
         .expect("one ring for every kind")
         .operator;
@@ -976,18 +992,9 @@ fn a_generic_primary_takes_relations_a_namespace_scope_and_sharding() {
     );
     let scoped = generic("scope: namespace").expect("both kinds are namespaced");
     assert!(scoped.operator.controller.namespace_scoped);
-    let nodes = k8s_catalog::find("Node").expect("built in");
-    let manifest = Manifest::parse("operator.yaml", "scope: namespace").expect("a manifest");
-    let input = PrimaryInput::Generic(vec![kinds[0].clone(), nodes]);
-    let error = analyze(
-        "operator.yaml",
-        &manifest,
-        &input,
-        &[],
-        CommandFlags::default(),
-    )
-    .expect_err("a Node is cluster-scoped")
-    .to_string();
+    let error = analyze_generic(&["Deployment", "Node"], "scope: namespace")
+        .expect_err("a Node is cluster-scoped")
+        .to_string();
     assert!(
         error.contains("field `scope`") && error.contains("Node"),
         "{error}"
@@ -1046,4 +1053,69 @@ fn use_names(tree: &syn::UseTree, names: &mut Vec<String>) {
         syn::UseTree::Group(group) => group.items.iter().for_each(|t| use_names(t, names)),
         syn::UseTree::Glob(_) => {}
     }
+}
+
+/// An analysis of a generic operator of the built-in `kinds`, with `manifest`.
+fn analyze_generic(kinds: &[&str], manifest: &str) -> Result<Analysis> {
+    let kinds: Vec<_> = kinds
+        .iter()
+        .map(|k| k8s_catalog::find(k).expect("built in"))
+        .collect();
+    let manifest = Manifest::parse("operator.yaml", manifest).expect("a manifest");
+    let input = PrimaryInput::Generic(kinds);
+    analyze(
+        "operator.yaml",
+        &manifest,
+        &input,
+        &[],
+        CommandFlags::default(),
+    )
+}
+
+#[test]
+fn a_sharded_operator_runs_in_a_namespace_of_its_own_where_only_its_replicas_make_leases() {
+    let sharded = analyze_with("sharding: true").expect("a valid manifest");
+    assert!(sharded.deploy.own_namespace);
+    assert_eq!(sharded.deploy.namespace.raw(), sharded.krate.name.raw());
+    assert!(
+        sharded.webhooks.is_none(),
+        "no exemption label without webhooks"
+    );
+    let plain = analyze_with("").expect("a valid manifest");
+    assert!(!plain.deploy.own_namespace);
+    assert_eq!(plain.deploy.namespace.raw(), "default");
+}
+
+#[test]
+fn sharding_an_operator_of_leases_is_refused_naming_the_field() {
+    let error = analyze_generic(&["Lease", "ConfigMap"], "sharding: true")
+        .expect_err("the ring is made of Leases")
+        .to_string();
+    assert!(error.contains("field `sharding`"), "{error}");
+    assert!(error.contains("drop `sharding:`"), "{error}");
+    assert!(analyze_generic(&["Lease"], "").is_ok());
+}
+
+#[test]
+fn webhooks_on_a_cluster_scoped_built_in_kind_fail_open_with_a_warning_and_others_fail_closed() {
+    let webhooks = "webhooks: {validating: true}";
+    let cluster = analyze_generic(&["ClusterRole", "ConfigMap"], webhooks).expect("valid");
+    let hooks = cluster.operator.webhooks.as_ref().expect("webhooks");
+    assert!(hooks.fails_open);
+    assert_eq!(hooks.configurations[0].failure_policy.0, "Ignore");
+    let warned = cluster.warnings.join("\n");
+    assert!(
+        warned.contains("field `webhooks`") && warned.contains("clusterroles"),
+        "{warned}"
+    );
+    let namespaced = analyze_generic(&["ConfigMap"], webhooks).expect("valid");
+    let hooks = namespaced.operator.webhooks.as_ref().expect("webhooks");
+    assert_eq!(hooks.configurations[0].failure_policy.0, "Fail");
+    assert!(namespaced.warnings.is_empty(), "{:?}", namespaced.warnings);
+    let own = analyze_with(webhooks).expect("a valid manifest");
+    let hooks = own.webhooks.as_ref().expect("webhooks");
+    assert!(
+        !hooks.fails_open,
+        "the operator's own custom resource fails closed"
+    );
 }

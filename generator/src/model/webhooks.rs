@@ -50,6 +50,12 @@ pub struct Webhooks {
     pub inject_ca_from: Text,
     /// What the configurations match: the primary, or each of a generic operator's kinds.
     pub rules: Vec<Rule>,
+    /// The `matchConditions` expression that sends a request to the admission webhooks: any
+    /// but the operator's own bookkeeping (see [`not_own_bookkeeping`]).
+    pub match_condition: Text,
+    /// Whether the admission webhooks fail open (`failurePolicy: Ignore`): they gate a
+    /// cluster-scoped kind that is not the operator's own (see [`fails_open`]).
+    pub fails_open: bool,
     /// The namespace label that exempts a namespace from the admission webhooks, for an
     /// operator of a built-in kind: `deploy/` sets it on the operator's own namespace, and
     /// a person sets it on `kube-system`. `None` when nothing is exempt: the operator's own
@@ -92,6 +98,8 @@ pub struct Configuration {
     pub mutating: bool,
     /// The runtime's `admission::Hook` it serves: `Validate` or `Mutate`.
     pub hook: Constant,
+    /// `Fail`, or `Ignore` when the webhooks fail open (see [`fails_open`]).
+    pub failure_policy: Constant,
 }
 
 /// The versions of a derived resource and the CRD whose conversion webhook converts them.
@@ -182,6 +190,9 @@ pub(super) fn resolve(
     };
     let validating = webhook(asked.validating, "validate", "/validate");
     let mutating = webhook(asked.mutating, "mutate", "/mutate");
+    let rules = rules(primary, archetype);
+    let fails_open = fails_open(archetype, &rules);
+    let failure_policy = Constant(if fails_open { "Ignore" } else { "Fail" });
     let configuration = |webhook: &Option<Webhook>, mutating: bool| {
         let (kind, resource) = if mutating {
             (
@@ -200,6 +211,7 @@ pub(super) fn resolve(
             webhook,
             mutating,
             hook: Constant(if mutating { "Mutate" } else { "Validate" }),
+            failure_policy,
         })
     };
     let configurations = [
@@ -225,9 +237,62 @@ pub(super) fn resolve(
         ],
         inject_ca_from: Text::new(format!("{namespace}/{crate_name}-webhook")),
         issuer: Text::new(format!("{crate_name}-selfsigned")),
-        rules: rules(primary, archetype),
+        rules,
+        match_condition: not_own_bookkeeping(namespace, crate_name),
+        fails_open,
         exempt_label: needs_own_namespace(manifest, archetype).then(|| exempt_label(crate_name)),
     }))
+}
+
+/// Whether the admission webhooks of an operator whose webhooks match `rules` fail open: when
+/// they gate a cluster-scoped kind that is not the operator's own custom resource (a built-in
+/// or generic primary). Failing closed there, an operator that is down would refuse every
+/// write of the kind cluster-wide: for `Namespace` every new namespace, for `ClusterRole` its
+/// own installation's RBAC and anyone else's, and the namespace label that exempts the
+/// operator's own namespace cannot exempt objects that live in none. Namespaced kinds and the
+/// operator's own custom resources keep failing closed.
+pub(super) fn fails_open(archetype: Archetype, rules: &[Rule]) -> bool {
+    matches!(archetype, Archetype::Builtin | Archetype::Generic)
+        && rules.iter().any(|rule| rule.scope.0 == "Cluster")
+}
+
+/// The `matchConditions` expression under which the API server sends a request to the
+/// admission webhooks: anything but an update by the operator's own ServiceAccount that
+/// changes nothing outside the object's metadata. Those are the operator's own bookkeeping:
+/// its finalizer, and the shard and drain labels of a sharded operator. They must not depend on
+/// its own validation: an object stored before the webhook existed, which `validate` now
+/// refuses, could otherwise never take a finalizer or move off a dead shard, and while the
+/// webhooks are unreachable no object could. The condition names the ServiceAccount, an
+/// identity the API server authenticated, not a field manager, which any client may claim;
+/// and it skips no change of the object's body, whoever makes it.
+fn not_own_bookkeeping(namespace: &str, service_account: &str) -> Text {
+    let user = cel_string(&format!(
+        "system:serviceaccount:{namespace}:{service_account}"
+    ));
+    Text::new(format!(
+        "!(request.userInfo.username == {user} && request.operation == 'UPDATE' \
+         && object.all(k, k == 'metadata' || (k in oldObject && object[k] == oldObject[k])) \
+         && oldObject.all(k, k in object))"
+    ))
+}
+
+/// `text` as a CEL string literal.
+fn cel_string(text: &str) -> String {
+    let mut literal = String::with_capacity(text.len() + 2);
+    literal.push('\'');
+    for c in text.chars() {
+        match c {
+            '\\' | '\'' => {
+                literal.push('\\');
+                literal.push(c);
+            }
+            '\n' => literal.push_str("\\n"),
+            '\r' => literal.push_str("\\r"),
+            c => literal.push(c),
+        }
+    }
+    literal.push('\'');
+    literal
 }
 
 /// What the admission webhooks match: a generic operator's kinds, each on its own rule, or
@@ -386,7 +451,9 @@ impl VersionRank {
 
 #[cfg(test)]
 mod tests {
-    use super::VersionRank;
+    use serde_json::{Value, json};
+
+    use super::*;
 
     #[test]
     fn versions_rank_as_kubernetes_orders_them() {
@@ -415,5 +482,81 @@ mod tests {
         ] {
             assert_eq!(VersionRank::parse(name), None, "{name}");
         }
+    }
+
+    /// Whether the API server would send `request` to the webhooks, as `expression` decides.
+    fn sent(expression: &str, request: &Value) -> bool {
+        let program = cel::Program::compile(expression).expect("the expression parses");
+        let mut context = cel::Context::default();
+        for name in ["request", "object", "oldObject"] {
+            let value = request.get(name).cloned().unwrap_or(Value::Null);
+            context.add_variable(name, value).expect("a CEL value");
+        }
+        match program.execute(&context) {
+            Ok(cel::Value::Bool(sent)) => sent,
+            other => panic!("{expression} gave {other:?}"),
+        }
+    }
+
+    fn update(username: &str, object: Value, old: Value) -> Value {
+        json!({
+            "request": {"userInfo": {"username": username}, "operation": "UPDATE"},
+            "object": object,
+            "oldObject": old,
+        })
+    }
+
+    #[test]
+    fn only_the_operators_own_metadata_updates_skip_its_webhooks() {
+        let condition = not_own_bookkeeping("ops", "widget-operator");
+        let own = "system:serviceaccount:ops:widget-operator";
+        let old = json!({"metadata": {"name": "w", "labels": {"a": "b"}}, "spec": {"size": 1}});
+        let labelled = json!({"metadata": {"name": "w", "labels": {"a": "b", "shard": "s-1"}, "finalizers": ["f"]}, "spec": {"size": 1}});
+        let resized = json!({"metadata": {"name": "w", "labels": {"a": "b"}}, "spec": {"size": 2}});
+        let grown = json!({"metadata": {"name": "w", "labels": {"a": "b"}}, "spec": {"size": 1}, "data": {}});
+        assert!(!sent(
+            condition.raw(),
+            &update(own, labelled.clone(), old.clone())
+        ));
+        assert!(
+            sent(condition.raw(), &update(own, resized, old.clone())),
+            "a body change by the operator"
+        );
+        assert!(
+            sent(condition.raw(), &update(own, grown, old.clone())),
+            "a field added"
+        );
+        let emptied = json!({"metadata": {"name": "w", "labels": {"a": "b"}}});
+        assert!(
+            sent(condition.raw(), &update(own, emptied, old.clone())),
+            "a field removed"
+        );
+        let other = "system:serviceaccount:ops:someone-else";
+        assert!(sent(
+            condition.raw(),
+            &update(other, labelled.clone(), old.clone())
+        ));
+        let same_name_elsewhere = "system:serviceaccount:elsewhere:widget-operator";
+        assert!(sent(
+            condition.raw(),
+            &update(same_name_elsewhere, labelled.clone(), old.clone())
+        ));
+        let create = json!({
+            "request": {"userInfo": {"username": own}, "operation": "CREATE"},
+            "object": labelled,
+            "oldObject": null,
+        });
+        assert!(sent(condition.raw(), &create));
+    }
+
+    #[test]
+    fn a_cel_string_literal_holds_any_text_as_text() {
+        let text = "a'b\\c\n\" + d";
+        let program = cel::Program::compile(&cel_string(text)).expect("a literal");
+        let value = program.execute(&cel::Context::default()).expect("a value");
+        assert_eq!(
+            value,
+            cel::Value::String(std::sync::Arc::new(text.to_owned()))
+        );
     }
 }

@@ -74,18 +74,18 @@ impl Disk for RealDisk {
     }
 
     fn create_outside_dir(&self, path: &Path) -> Result<()> {
-        std::fs::create_dir(path).map_err(|source| Error::Io {
+        std::fs::create_dir(path).map_err(|cause| Error::Io {
             action: "creating",
             path: path.to_owned(),
-            source,
+            cause,
         })
     }
 
     fn remove_outside_dir(&self, path: &Path) -> Result<()> {
-        std::fs::remove_dir(path).map_err(|source| Error::Io {
+        std::fs::remove_dir(path).map_err(|cause| Error::Io {
             action: "removing",
             path: path.to_owned(),
-            source,
+            cause,
         })
     }
 }

@@ -7,6 +7,12 @@
 //!   project) refuses without having written anything.
 //! - A file whose content is unchanged is not touched, so its mtime stays and cargo rebuilds
 //!   nothing. A checkout with CRLF line endings counts as unchanged.
+//! - The vendored runtime's folder is the generator's alone: a file there that the plan does
+//!   not hold is removed in the same change ([`stale`]), unless it was edited by hand, which
+//!   is refused like any generated file.
+//! - Two runs never write one folder at once: a write holds an exclusive lock on it, a check
+//!   a shared one, and a run that cannot take its lock fails at once, naming the folder
+//!   ([`lock`]).
 //! - A run that fails at any point leaves the folder byte for byte as it was. Every file is
 //!   first staged beside its target, the old file is kept as a backup, and a journal listing
 //!   all of it is written before the first rename; a failure rolls back what was renamed.
@@ -19,6 +25,8 @@
 
 mod disk;
 mod folder;
+mod lock;
+mod stale;
 mod transaction;
 
 pub use self::folder::check_out;
@@ -80,7 +88,9 @@ pub fn is_staged_journal(name: &str) -> bool {
 /// it did. `new` runs this first, so that a `new` killed part-way is removed by the next one.
 pub fn recover(root: &Path) -> Result<bool> {
     let plan = Plan::default();
-    transaction::recover(&RealDisk(CrateDir::new(root)), &|path| plan.can_write(path))
+    let disk = RealDisk(CrateDir::new(root));
+    let _lock = lock::take(&disk, Mode::Write { force: false }, false)?;
+    transaction::recover(&disk, &|path| plan.can_write(path))
 }
 
 /// What happened (or would happen) to one file.
@@ -94,6 +104,9 @@ pub enum Outcome {
     /// A generated file edited by hand: a write without `--force` refuses it, so check mode
     /// reports it as a change that needs a decision.
     HandEdited,
+    /// A file of the generator's own folders (the vendored runtime) that the plan no longer
+    /// has: removed. One edited by hand is [`Outcome::HandEdited`], and removed with `--force`.
+    Removed,
 }
 
 /// The per-file outcomes of a run.
@@ -109,7 +122,21 @@ impl Report {
     pub fn changed(&self) -> Vec<&Path> {
         self.files
             .iter()
-            .filter(|(_, o)| matches!(o, Outcome::Created | Outcome::Updated | Outcome::HandEdited))
+            .filter(|(_, o)| {
+                matches!(
+                    o,
+                    Outcome::Created | Outcome::Updated | Outcome::HandEdited | Outcome::Removed
+                )
+            })
+            .map(|(p, _)| p.as_path())
+            .collect()
+    }
+
+    /// Files that were, or in check mode would be, removed.
+    pub fn removed(&self) -> Vec<&Path> {
+        self.files
+            .iter()
+            .filter(|(_, o)| *o == Outcome::Removed)
             .map(|(p, _)| p.as_path())
             .collect()
     }
@@ -141,6 +168,9 @@ impl fmt::Display for Report {
             self.count(Outcome::Unchanged),
             self.count(Outcome::KeptUser)
         )?;
+        if self.count(Outcome::Removed) > 0 {
+            write!(f, ", {} removed", self.count(Outcome::Removed))?;
+        }
         match self.count(Outcome::HandEdited) {
             0 => Ok(()),
             n => write!(f, ", {n} edited by hand"),
@@ -263,12 +293,25 @@ impl Plan {
     fn can_write(&self, path: &Path) -> bool {
         self.files.iter().any(|f| f.path == path)
             || crate::render::outputs().any(|output| output == path)
+            // Any file of the vendored runtime's folder, which the write also removes.
+            || crate::vendor::is_vendored(path)
             || [crate::record::MANIFEST, crate::record::SAVED_CRD]
                 .iter()
                 .any(|name| Path::new(name) == path)
     }
 
     fn apply_with(&self, disk: &dyn Disk, mode: Mode) -> Result<Report> {
+        // Held to the end of the run: a second run on the folder fails at once, rather than
+        // racing this one on its files.
+        let held = lock::take(disk, mode, !self.files.is_empty())?;
+        let result = self.apply_locked(disk, mode);
+        if result.is_err() {
+            held.unmake(disk);
+        }
+        result
+    }
+
+    fn apply_locked(&self, disk: &dyn Disk, mode: Mode) -> Result<Report> {
         refuse_foreign_crate(disk)?;
         let writable = |path: &Path| self.can_write(path);
         let recovered = match mode {
@@ -289,6 +332,24 @@ impl Plan {
             }
             outcomes.push((file.path.clone(), outcome));
         }
+        let stale = stale::files(disk, &self.files)?;
+        for path in &stale {
+            let existing = read_existing(disk, path)?;
+            let pristine = existing
+                .as_deref()
+                .is_some_and(|bytes| std::str::from_utf8(&lf(bytes)).is_ok_and(is_pristine));
+            if !pristine && mode == (Mode::Write { force: false }) {
+                return Err(Error::HandEdited {
+                    path: disk.dir().path(path),
+                });
+            }
+            let outcome = if pristine {
+                Outcome::Removed
+            } else {
+                Outcome::HandEdited
+            };
+            outcomes.push((path.clone(), outcome));
+        }
         if let Mode::Write { .. } = mode {
             let changes: Vec<&PlannedFile> = self
                 .files
@@ -299,7 +360,9 @@ impl Plan {
                 })
                 .map(|(file, _)| file)
                 .collect();
-            transaction::write(disk, &changes)?;
+            let removals: Vec<&Path> = stale.iter().map(PathBuf::as_path).collect();
+            transaction::write(disk, &changes, &removals)?;
+            stale::prune(disk);
         }
         Ok(Report {
             files: outcomes,
@@ -308,7 +371,7 @@ impl Plan {
     }
 
     /// Unified diffs of what [`Plan::apply`] would change under `root`: generated files that
-    /// differ, and files that do not exist yet. User-owned files that exist are never shown,
+    /// differ, files that do not exist yet, and vendored files it would remove. User-owned files that exist are never shown,
     /// because they are never written. Control characters of the folder's files are
     /// escaped, so a file cannot rewrite the terminal the diff is printed on, and each diff
     /// gives up on a minimal result after [`DIFF_DEADLINE`].
@@ -326,19 +389,32 @@ impl Plan {
                 (Some(text), Ownership::Generated) => text.as_str(),
                 (None, _) => "",
             };
-            let name = file.path.display().to_string();
-            let diff = similar::TextDiff::configure()
-                .timeout(DIFF_DEADLINE)
-                .diff_lines(old, file.contents.as_str());
-            let text = diff
-                .unified_diff()
-                .context_radius(3)
-                .header(&format!("a/{name}"), &format!("b/{name}"))
-                .to_string();
-            out.push_str(&printable_lines(&text));
+            out.push_str(&unified_diff(&file.path, old, &file.contents));
+        }
+        for path in stale::files(&disk, &self.files)? {
+            let existing = read_existing(&disk, &path)?.unwrap_or_default();
+            out.push_str(&unified_diff(
+                &path,
+                &String::from_utf8_lossy(&lf(&existing)),
+                "",
+            ));
         }
         Ok(out)
     }
+}
+
+/// The unified diff of `path` from `old` to `new`, printable.
+fn unified_diff(path: &Path, old: &str, new: &str) -> String {
+    let name = path.display().to_string();
+    let diff = similar::TextDiff::configure()
+        .timeout(DIFF_DEADLINE)
+        .diff_lines(old, new);
+    let text = diff
+        .unified_diff()
+        .context_radius(3)
+        .header(&format!("a/{name}"), &format!("b/{name}"))
+        .to_string();
+    printable_lines(&text)
 }
 
 /// What applying `file` over `existing` does.

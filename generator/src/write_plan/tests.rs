@@ -331,7 +331,7 @@ impl Faulty {
             return Err(crate_dir::Error::Io {
                 action: "injecting",
                 path: PathBuf::new(),
-                source: io::Error::other(format!("injected failure at operation {n}")),
+                cause: io::Error::other(format!("injected failure at operation {n}")),
             });
         }
         Ok(())
@@ -388,14 +388,15 @@ impl Disk for Faulty {
     }
 }
 
-/// A folder with a file the next plan updates, one it leaves unchanged and one it does not
-/// know, and the plan: an update, an unchanged file, a new file in a new folder, a new file
-/// in an existing folder.
+/// A folder with a file the next plan updates, one it leaves unchanged, one it does not
+/// know and a vendored runtime file it no longer has, and the plan: an update, an unchanged
+/// file, a new file in a new folder, a new file in an existing folder (and the removal).
 fn scene() -> (tempfile::TempDir, Plan) {
     let dir = tempfile::tempdir().unwrap();
     let before = Plan::new(vec![
         generated("src/a.rs", "v1\n"),
         generated("src/same.rs", "same\n"),
+        generated("vendor/operator-gen-runtime/src/gone.rs", "gone\n"),
     ])
     .unwrap();
     write(&before, dir.path()).unwrap();
@@ -803,5 +804,162 @@ fn a_new_crate_killed_at_any_operation_is_removed_by_the_next_run() {
             "killed at {at} of {total} ({killed:?}): {left:?}"
         );
         std::fs::create_dir_all(&root).unwrap();
+    }
+}
+
+#[test]
+fn a_run_on_a_folder_another_run_holds_fails_at_once_and_the_next_one_writes() {
+    let (dir, plan) = scene();
+    let before = snapshot(dir.path());
+    let other_run = CrateDir::new(dir.path()).lock(true).unwrap().unwrap();
+    for mode in [Mode::Write { force: false }, Mode::Check] {
+        let started = std::time::Instant::now();
+        let err = plan.apply(dir.path(), mode).unwrap_err();
+        let text = err.to_string();
+        assert!(
+            matches!(err, Error::CrateDir(crate_dir::Error::Busy { .. }))
+                && text.contains(&format!(
+                    "another operator-gen run is writing the crate folder {}",
+                    dir.path().display()
+                ))
+                && text.ends_with("try again when it finishes"),
+            "{text}"
+        );
+        assert!(started.elapsed() < std::time::Duration::from_secs(5));
+    }
+    assert_eq!(snapshot(dir.path()), before);
+    drop(other_run);
+    write(&plan, dir.path()).unwrap();
+    assert_eq!(snapshot(dir.path()), written_scene(&plan));
+}
+
+/// The real disk, where another run makes the crate folder and locks it just before this run
+/// makes it: what two first runs into one new folder do.
+struct Racing {
+    real: RealDisk,
+    other_run: std::cell::RefCell<Option<crate_dir::FolderLock>>,
+}
+
+impl Disk for Racing {
+    fn dir(&self) -> &CrateDir {
+        self.real.dir()
+    }
+    fn read(&self, path: &Path, max: u64) -> crate_dir::Result<Option<Vec<u8>>> {
+        self.real.read(path, max)
+    }
+    fn kind(&self, path: &Path) -> crate_dir::Result<Option<Kind>> {
+        self.real.kind(path)
+    }
+    fn create_dir(&self, path: &Path) -> crate_dir::Result<()> {
+        self.real.create_dir(path)
+    }
+    fn write_new(
+        &self,
+        path: &Path,
+        contents: &[u8],
+        like: Option<&Path>,
+    ) -> crate_dir::Result<()> {
+        self.real.write_new(path, contents, like)
+    }
+    fn keep(&self, from: &Path, to: &Path) -> crate_dir::Result<()> {
+        self.real.keep(from, to)
+    }
+    fn rename(&self, from: &Path, to: &Path) -> crate_dir::Result<()> {
+        self.real.rename(from, to)
+    }
+    fn remove_file(&self, path: &Path) -> crate_dir::Result<()> {
+        self.real.remove_file(path)
+    }
+    fn remove_dir(&self, path: &Path) -> crate_dir::Result<()> {
+        self.real.remove_dir(path)
+    }
+    fn create_outside_dir(&self, path: &Path) -> crate_dir::Result<()> {
+        if path == self.dir().root() && self.other_run.borrow().is_none() {
+            self.real.create_outside_dir(path).unwrap();
+            *self.other_run.borrow_mut() = self.dir().lock(true).unwrap();
+        }
+        self.real.create_outside_dir(path)
+    }
+    fn remove_outside_dir(&self, path: &Path) -> crate_dir::Result<()> {
+        self.real.remove_outside_dir(path)
+    }
+}
+
+#[test]
+fn a_new_folder_another_run_made_first_is_left_to_it() {
+    let parent = tempfile::tempdir().unwrap();
+    let root = parent.path().join("a/new-crate");
+    let plan = Plan::new(vec![generated("src/a.rs", "a\n")]).unwrap();
+    let disk = Racing {
+        real: RealDisk(CrateDir::new(&root)),
+        other_run: Default::default(),
+    };
+    let err = plan
+        .apply_with(&disk, Mode::Write { force: false })
+        .unwrap_err();
+    assert!(
+        matches!(err, Error::CrateDir(crate_dir::Error::Busy { .. })),
+        "{err:?}"
+    );
+    // The folder is the other run's: this one neither wrote in it nor removed it.
+    assert!(root.is_dir() && std::fs::read_dir(&root).unwrap().next().is_none());
+    drop(disk);
+    write(&plan, &root).unwrap();
+    assert!(root.join("src/a.rs").is_file());
+}
+
+#[test]
+fn a_file_at_a_backup_or_new_version_name_is_refused_naming_it_and_kept() {
+    let fifo = |p: &Path| {
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            p,
+            rustix::fs::FileType::Fifo,
+            rustix::fs::Mode::from_raw_mode(0o644),
+            0,
+        )
+        .unwrap()
+    };
+    type Plant<'a> = &'a dyn Fn(&Path);
+    let planted: [(&str, &str, Plant); 4] = [
+        // The backup of a file the write updates: a rollback would have put it in place.
+        ("src/.a.rs.operator-gen-old", "a file", &|p| {
+            std::fs::write(p, "planted").unwrap()
+        }),
+        ("src/.a.rs.operator-gen-new", "a symbolic link", &|p| {
+            std::os::unix::fs::symlink("/etc/passwd", p).unwrap()
+        }),
+        // The new version of a file the write creates.
+        ("src/.b.rs.operator-gen-new", "a FIFO", &fifo),
+        ("src/bin/.tool.rs.operator-gen-old", "a folder", &|p| {
+            std::fs::create_dir_all(p).unwrap()
+        }),
+    ];
+    for (path, found, plant) in planted {
+        let (dir, plan) = scene();
+        std::fs::create_dir_all(dir.path().join(path).parent().unwrap()).unwrap();
+        plant(&dir.path().join(path));
+        let before = snapshot(dir.path());
+        let err = plan
+            .apply(dir.path(), Mode::Write { force: true })
+            .unwrap_err();
+        let text = err.to_string();
+        assert!(
+            matches!(err, Error::InTheWay { .. })
+                && text.starts_with(&format!(
+                    "{} is in the way: it is {found}",
+                    dir.path().join(path).display()
+                ))
+                && text.contains("the leftover of an interrupted run")
+                && text.contains("remove it, and run again")
+                && !text.contains("os error")
+                && std::error::Error::source(&err).is_none(),
+            "{text}"
+        );
+        assert_eq!(snapshot(dir.path()), before, "{path}");
+        let _ = std::fs::remove_file(dir.path().join(path));
+        let _ = std::fs::remove_dir(dir.path().join(path));
+        write(&plan, dir.path()).unwrap();
+        assert_eq!(snapshot(dir.path()), written_scene(&plan), "{path}");
     }
 }

@@ -6,7 +6,9 @@
 //! of what the write puts there. Each file is staged beside its target
 //! (`.name.operator-gen-new`), each existing target is kept under a backup name
 //! (`.name.operator-gen-old`, a hard link), and only then are the staged files renamed over
-//! their targets. Until the journal says `committed`, restoring means: put every backup back,
+//! their targets. A file the write removes (a vendored runtime file the runtime no longer has)
+//! is kept under its backup name like a replaced one, and removed after the renames. Until the
+//! journal says `committed`, restoring means: put every backup back,
 //! remove every target that did not exist, remove what was staged and the folders the run
 //! made. After it, restoring means removing the leftovers.
 //!
@@ -62,8 +64,13 @@ struct Entry {
     /// Whether a file was there before the write.
     existed: bool,
     /// The SHA-256 of what the write puts there, in hex: a restore removes or replaces only
-    /// a file that holds exactly this, so it can never undo anything but this write.
+    /// a file that holds exactly this, so it can never undo anything but this write. Empty,
+    /// which no file's checksum is, for a file the write removes.
     written: String,
+    /// Whether the write removes the file (a vendored runtime file the runtime no longer has)
+    /// rather than putting one there; its backup is what a restore puts back.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    removed: bool,
 }
 
 /// `path` with its file name prefixed by `.` and suffixed by `suffix`, in the same folder.
@@ -222,17 +229,28 @@ fn check_undoable(disk: &dyn Disk, entry: &Entry) -> std::result::Result<(), Str
 }
 
 /// Writes `changes` into the folder as one change.
-pub(super) fn write(disk: &dyn Disk, changes: &[&PlannedFile]) -> Result<()> {
-    if changes.is_empty() {
+pub(super) fn write(disk: &dyn Disk, changes: &[&PlannedFile], removals: &[&Path]) -> Result<()> {
+    if changes.is_empty() && removals.is_empty() {
         return Ok(());
     }
-    let outside = missing_outside(disk.dir().root());
-    let mut files = Vec::with_capacity(changes.len());
+    refuse_in_the_way(disk, changes)?;
+    refuse_in_the_way_of_removals(disk, removals)?;
+    let mut files = Vec::with_capacity(changes.len() + removals.len());
     for file in changes {
         files.push(Entry {
             path: file.path.clone(),
             existed: disk.kind(&file.path)?.is_some(),
             written: checksum(file.contents.as_bytes()),
+            removed: false,
+        });
+    }
+    // After the files put in place: `put_in_place` pairs the changes with the first entries.
+    for path in removals {
+        files.push(Entry {
+            path: path.to_path_buf(),
+            existed: true,
+            written: String::new(),
+            removed: true,
         });
     }
     let journal = Journal {
@@ -244,8 +262,7 @@ pub(super) fn write(disk: &dyn Disk, changes: &[&PlannedFile]) -> Result<()> {
         committed: true,
         ..journal.clone()
     };
-    let result = make_outside_dirs(disk, &outside)
-        .and_then(|()| save(disk, &journal))
+    let result = save(disk, &journal)
         .and_then(|()| put_in_place(disk, &journal, changes))
         .and_then(|()| save(disk, &committed));
     match result {
@@ -256,33 +273,35 @@ pub(super) fn write(disk: &dyn Disk, changes: &[&PlannedFile]) -> Result<()> {
         }
         Err(error) => {
             // If undoing fails too (the disk is gone), the journal stays for the next run.
-            if undo(disk, &journal).is_ok() {
-                for dir in outside.iter().rev() {
-                    // Only if empty: something else may have been put there since.
-                    let _ = disk.remove_outside_dir(dir);
-                }
-            }
+            let _ = undo(disk, &journal);
             Err(error)
         }
     }
 }
 
-/// The crate folder and its parents that do not exist yet, shallowest first. They are made
-/// before the journal (which goes in the crate folder), removed again if the write fails,
-/// and never journaled: after a kill they stay, empty or holding the journal.
-fn missing_outside(root: &Path) -> Vec<PathBuf> {
-    let mut missing: Vec<PathBuf> = root
-        .ancestors()
-        .take_while(|dir| !dir.as_os_str().is_empty() && std::fs::symlink_metadata(dir).is_err())
-        .map(Path::to_path_buf)
-        .collect();
-    missing.reverse();
-    missing
-}
-
-fn make_outside_dirs(disk: &dyn Disk, dirs: &[PathBuf]) -> Result<()> {
-    for dir in dirs {
-        disk.create_outside_dir(dir)?;
+/// Refuses a write when something is at a name it stages a file or keeps a backup under.
+///
+/// A write's own leftovers there are listed by its journal, and the restore that runs first
+/// has cleared them; anything still there was put there otherwise (a clone, an archive, a run
+/// that lost its journal). Writing on would fail on it anyway, and the rollback would take a
+/// file at a backup name for the one it kept, putting it in place of its target. So it is
+/// refused before anything is written, naming it, and never removed here: it may be
+/// someone's file.
+fn refuse_in_the_way(disk: &dyn Disk, changes: &[&PlannedFile]) -> Result<()> {
+    for file in changes {
+        for (name, role) in [
+            (staged(&file.path), "new version"),
+            (backup(&file.path), "backup"),
+        ] {
+            if let Some(kind) = disk.kind(&name)? {
+                return Err(Error::InTheWay {
+                    path: disk.dir().path(&name),
+                    found: kind.describe(),
+                    role,
+                    target: file.path.clone(),
+                });
+            }
+        }
     }
     Ok(())
 }
@@ -306,7 +325,25 @@ fn missing_inside(disk: &dyn Disk, changes: &[&PlannedFile]) -> Result<Vec<PathB
     Ok(missing)
 }
 
-/// Creates the folders, stages every file, keeps every old one, then renames.
+/// Refuses a removal when something is at the name its backup is kept under, as
+/// [`refuse_in_the_way`] does for the files a write puts in place.
+fn refuse_in_the_way_of_removals(disk: &dyn Disk, removals: &[&Path]) -> Result<()> {
+    for path in removals {
+        let name = backup(path);
+        if let Some(kind) = disk.kind(&name)? {
+            return Err(Error::InTheWay {
+                path: disk.dir().path(&name),
+                found: kind.describe(),
+                role: "backup",
+                target: path.to_path_buf(),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Creates the folders, stages every file, keeps every old one, then renames; a file the
+/// write removes is removed last, its backup kept like any other.
 fn put_in_place(disk: &dyn Disk, journal: &Journal, changes: &[&PlannedFile]) -> Result<()> {
     for dir in &journal.created_dirs {
         disk.create_dir(dir)?;
@@ -318,8 +355,11 @@ fn put_in_place(disk: &dyn Disk, journal: &Journal, changes: &[&PlannedFile]) ->
     for entry in journal.files.iter().filter(|e| e.existed) {
         disk.keep(&entry.path, &backup(&entry.path))?;
     }
-    for entry in &journal.files {
+    for entry in journal.files.iter().filter(|e| !e.removed) {
         disk.rename(&staged(&entry.path), &entry.path)?;
+    }
+    for entry in journal.files.iter().filter(|e| e.removed) {
+        disk.remove_file(&entry.path)?;
     }
     Ok(())
 }

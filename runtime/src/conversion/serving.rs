@@ -4,6 +4,7 @@
 use std::{
     io::{self, Write},
     sync::Arc,
+    time::Duration,
 };
 
 use axum::{
@@ -12,19 +13,28 @@ use axum::{
     http::{StatusCode, header::CONTENT_TYPE},
     response::{IntoResponse as _, Response},
 };
-use tokio::sync::{Semaphore, mpsc};
+use tokio::{sync::mpsc, time::Instant};
 
 use super::{Hub, review};
 use crate::{
     metrics::Metrics,
+    request_budget::{Bodies, Refused, Turns},
     webhook_server::{self, Outcome},
 };
 
-/// How many ConversionReviews are read and converted at once. Each holds its body while its
-/// objects are converted one at a time and streamed back; more reviews wait for a turn before
-/// their bodies are read, so that the webhooks hold at most this many bodies however many the
-/// API server sends.
+/// How many of the largest ConversionReviews may be arriving at once ([`Bodies`]). Each holds
+/// its body while its objects are converted one at a time and streamed back; a whole body waits
+/// for a turn weighed by its size ([`Turns`]).
 pub const CONVERSIONS_AT_ONCE: usize = 2;
+
+/// How long a conversion may take from its first byte to its answer's last: under the 30
+/// seconds the API server waits for one, so that a replica gives up a request before the API
+/// server does.
+pub const CONVERSION_DEADLINE: Duration = Duration::from_secs(25);
+
+/// How long the converter waits for the client to take a chunk of the answer before it gives
+/// the answer, and its turn, up: the API server reads as fast as it is sent.
+pub const ANSWER_STALL: Duration = Duration::from_secs(5);
 
 /// The hook's name in `operator_webhook_requests_total`.
 const HOOK: &str = "convert";
@@ -33,54 +43,58 @@ const HOOK: &str = "convert";
 /// `max_bytes`, converted off the async workers.
 #[derive(Clone)]
 pub struct Conversions {
-    turns: Arc<Semaphore>,
-    max_bytes: usize,
+    bodies: Bodies,
+    turns: Turns,
 }
 
 impl Conversions {
     /// Conversions of reviews of at most `max_bytes`, whose answers are counted in `metrics`
-    /// from the start, at zero.
-    pub fn new(max_bytes: usize, metrics: &Metrics) -> Self {
+    /// from the start, at zero, and whose work takes turns from `turns`, shared with the other
+    /// webhooks.
+    pub fn new(max_bytes: usize, metrics: &Metrics, turns: Turns) -> Self {
         let outcomes = [Outcome::Converted, Outcome::Invalid, Outcome::Failed];
         webhook_server::expect_answers(metrics, HOOK, &outcomes);
         Self {
-            turns: Arc::new(Semaphore::new(CONVERSIONS_AT_ONCE)),
-            max_bytes,
+            bodies: Bodies::new(max_bytes, CONVERSIONS_AT_ONCE),
+            turns,
         }
     }
 
-    /// Waits for a turn, reads the review (a larger one is refused with 413 before it is read
-    /// whole), and answers it as its objects are converted through `H`.
+    /// Reads the review (a larger one is refused with 413 before it is read whole), waits for
+    /// a turn, and answers it as its objects are converted through `H`, all within
+    /// [`CONVERSION_DEADLINE`].
     pub async fn answer<H: Hub + 'static>(
         &self,
         metrics: Arc<Metrics>,
         request: Request,
     ) -> Response {
-        let Ok(turn) = Arc::clone(&self.turns).acquire_owned().await else {
-            return StatusCode::SERVICE_UNAVAILABLE.into_response();
-        };
-        let body = match axum::body::to_bytes(request.into_body(), self.max_bytes).await {
+        let deadline = Instant::now() + CONVERSION_DEADLINE;
+        let body = match self.bodies.read(request.into_body(), deadline).await {
             Ok(body) => body,
-            Err(error) => {
-                metrics.webhook_answered(HOOK, Outcome::Invalid.name());
-                let reason = format!(
-                    "the ConversionReview was not read whole, at most {} bytes are \
-                     (--conversion-max-bytes): {error}",
-                    self.max_bytes
-                );
-                tracing::warn!(%reason);
-                return (StatusCode::PAYLOAD_TOO_LARGE, reason).into_response();
-            }
+            Err(refused) => return self.refuse(&metrics, &refused),
+        };
+        // A conversion streams its answer: beyond its body, it holds one object at a time and
+        // the answer's queue, so its work weighs about as much as its body.
+        let turn = match self.turns.take(body.bytes.len(), deadline).await {
+            Ok(turn) => turn,
+            Err(refused) => return self.refuse(&metrics, &refused),
         };
         let (chunks, answer) = mpsc::channel::<io::Result<Bytes>>(4);
+        let writer = Chunks {
+            chunks,
+            runtime: tokio::runtime::Handle::current(),
+        };
         tokio::task::spawn_blocking(move || {
             let _turn = turn;
-            let mut out = io::BufWriter::with_capacity(64 * 1024, Chunks(chunks));
-            let answered =
-                review::<H>(&body, &mut out).and_then(|outcome| out.flush().map(|()| outcome));
+            let mut out = io::BufWriter::with_capacity(64 * 1024, writer);
+            let answered = review::<H>(&body.bytes, &mut out)
+                .and_then(|outcome| out.flush().map(|()| outcome));
             match answered {
                 Ok(outcome) => metrics.webhook_answered(HOOK, outcome.name()),
-                Err(error) => tracing::warn!(%error, "a conversion answer was not sent whole"),
+                Err(error) => {
+                    metrics.webhook_answered(HOOK, Outcome::Failed.name());
+                    tracing::warn!(%error, "a conversion answer was not sent whole");
+                }
             }
         });
         let answer = futures::stream::unfold(answer, |mut answer| async move {
@@ -92,19 +106,49 @@ impl Conversions {
         )
             .into_response()
     }
+
+    /// The answer to a review refused before its conversion began, counted.
+    fn refuse(&self, metrics: &Metrics, refused: &Refused) -> Response {
+        let (status, outcome) = match refused {
+            Refused::TooLarge(_) => (StatusCode::PAYLOAD_TOO_LARGE, Outcome::Invalid),
+            Refused::Slow(_) => (StatusCode::REQUEST_TIMEOUT, Outcome::Invalid),
+            Refused::Broken(_) => (StatusCode::BAD_REQUEST, Outcome::Invalid),
+            Refused::Busy(_) => (StatusCode::SERVICE_UNAVAILABLE, Outcome::Failed),
+        };
+        metrics.webhook_answered(HOOK, outcome.name());
+        let mut reason = format!("the ConversionReview was not converted: {refused}");
+        if matches!(refused, Refused::TooLarge(_)) {
+            reason.push_str(" (--conversion-max-bytes)");
+        }
+        tracing::warn!(%reason);
+        (status, reason).into_response()
+    }
 }
 
-/// The answer of a conversion, sent in chunks to the connection as it is written.
-struct Chunks(mpsc::Sender<io::Result<Bytes>>);
+/// The answer of a conversion, sent in chunks to the connection as it is written; a chunk the
+/// connection does not take within [`ANSWER_STALL`] ends the answer.
+struct Chunks {
+    chunks: mpsc::Sender<io::Result<Bytes>>,
+    runtime: tokio::runtime::Handle,
+}
 
 impl Write for Chunks {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         let chunk = Ok(Bytes::copy_from_slice(buf));
-        self.0.blocking_send(chunk).map_err(|_| {
-            let reason = "the API server stopped reading the answer";
-            io::Error::new(io::ErrorKind::BrokenPipe, reason)
-        })?;
-        Ok(buf.len())
+        let sent = self
+            .runtime
+            .block_on(tokio::time::timeout(ANSWER_STALL, self.chunks.send(chunk)));
+        match sent {
+            Ok(Ok(())) => Ok(buf.len()),
+            Ok(Err(_)) => Err(io::Error::new(
+                io::ErrorKind::BrokenPipe,
+                "the client stopped reading the answer",
+            )),
+            Err(_) => Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                format!("the client took no part of the answer for {ANSWER_STALL:?}"),
+            )),
+        }
     }
 
     fn flush(&mut self) -> io::Result<()> {
@@ -120,6 +164,7 @@ mod tests {
     use crate::{
         conversion::{round_trips::recorded, tests::Hub2},
         metrics::ReadyWhen,
+        request_budget::WORK_BYTES,
     };
 
     fn post(body: Vec<u8>) -> Request {
@@ -146,7 +191,8 @@ mod tests {
     async fn a_review_over_the_cap_is_refused_and_not_converted() {
         let body = review_of(100);
         let metrics = metrics();
-        let conversions = Conversions::new(body.len() - 1, &metrics);
+        let turns = Turns::new(WORK_BYTES, Arc::clone(&metrics));
+        let conversions = Conversions::new(body.len() - 1, &metrics, turns);
         let response = conversions.answer::<Hub2>(metrics, post(body)).await;
         assert_eq!(response.status(), StatusCode::PAYLOAD_TOO_LARGE);
         let text = axum::body::to_bytes(response.into_body(), usize::MAX).await;
@@ -162,7 +208,8 @@ mod tests {
         review::<Hub2>(&body, &mut whole).expect("answered in memory");
         assert!(whole.len() > 64 * 1024, "the answer spans several chunks");
         let metrics = metrics();
-        let conversions = Conversions::new(body.len(), &metrics);
+        let turns = Turns::new(WORK_BYTES, Arc::clone(&metrics));
+        let conversions = Conversions::new(body.len(), &metrics, turns);
         let response = conversions.answer::<Hub2>(metrics, post(body)).await;
         assert_eq!(response.status(), StatusCode::OK);
         let streamed = axum::body::to_bytes(response.into_body(), usize::MAX).await;

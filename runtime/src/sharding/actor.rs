@@ -19,14 +19,32 @@ use kube::{
 use tokio::time::Instant;
 
 use super::{Error, Labels, ObjectId, RING_LABEL, Relabel, Sharder};
-use crate::{backoff::RetryExt, run::lists, settings::InitialList};
+use crate::{
+    backoff::RetryExt,
+    metrics::{Metrics, ReadyWhen},
+    run::lists,
+    settings::InitialList,
+};
 
 /// How many label writes the sharder has in flight at once: enough that assigning thousands of
 /// objects takes seconds, few enough not to crowd the API server.
 const CONCURRENT_WRITES: usize = 16;
 
-/// How long the sharder waits before it retries writes the API server failed.
+/// How long the sharder waits before it first retries writes the API server failed; each
+/// failure in a row doubles it, up to [`LONGEST_RETRY`].
 const RETRY: Duration = Duration::from_secs(1);
+
+/// The longest the sharder waits between retries: an object that cannot be moved (a write its
+/// admission refuses, say) is retried this rarely, not in a storm that grows with such
+/// objects, and counted in `operator_sharder_unplaced`.
+const LONGEST_RETRY: Duration = Duration::from_secs(60);
+
+/// How long to wait before retrying after `failures` failed writes in a row.
+fn retry_after(failures: u32) -> Duration {
+    RETRY
+        .saturating_mul(2u32.saturating_pow(failures.saturating_sub(1)))
+        .min(LONGEST_RETRY)
+}
 
 /// An object's metadata, as the sharder watches every kind.
 type Meta = PartialObjectMeta<DynamicObject>;
@@ -45,6 +63,7 @@ pub async fn run(
     stop: impl Future<Output = ()>,
 ) -> Result<(), Error> {
     let initial_list = InitialList::default();
+    let metrics = Metrics::new(ReadyWhen::WatchesListed(0));
     run_listing(
         client,
         ring,
@@ -52,12 +71,18 @@ pub async fn run(
         objects_namespace,
         kinds,
         initial_list,
+        &metrics,
         stop,
     )
     .await
 }
 
-/// [`run`], its watches listing what exists as `initial_list` says.
+/// [`run`], its watches listing what exists as `initial_list` says, reporting to `metrics`
+/// that it runs and how many objects it could not place.
+#[expect(
+    clippy::too_many_arguments,
+    reason = "the sharder's wiring, called from one place"
+)]
 pub(super) async fn run_listing(
     client: Client,
     ring: &str,
@@ -65,8 +90,10 @@ pub(super) async fn run_listing(
     objects_namespace: Option<&str>,
     kinds: &[ApiResource],
     initial_list: InitialList,
+    metrics: &Metrics,
     stop: impl Future<Output = ()>,
 ) -> Result<(), Error> {
+    let _running = metrics.sharder_runs();
     let labels = Labels::new(ring)?;
     let keys: Vec<(&str, &str)> = kinds
         .iter()
@@ -90,6 +117,7 @@ pub(super) async fn run_listing(
     tokio::pin!(leases, objects, stop);
     let mut state = Watches::default();
     let mut retry_at: Option<Instant> = None;
+    let mut failures = 0;
     loop {
         let now = Instant::now();
         let wake = [sharder.next_check(now), retry_at]
@@ -129,11 +157,15 @@ pub(super) async fn run_listing(
         };
         let takeovers = state.takeovers(&sharder, Instant::now());
         let writing = Instant::now();
-        let written = write(&client, kinds, relabels).await;
+        let unplaced = write(&client, kinds, relabels).await;
         let taken = take_over(&lease_api, takeovers).await;
         state.wrote_for(writing.elapsed());
-        if !(taken && written) {
-            retry_at = Some(Instant::now() + RETRY);
+        metrics.sharder_unplaced(unplaced);
+        if taken && unplaced == 0 {
+            failures = 0;
+        } else {
+            failures += 1;
+            retry_at = Some(Instant::now() + retry_after(failures));
         }
     }
 }
@@ -383,19 +415,19 @@ async fn take_over(leases: &Api<Lease>, takeovers: Vec<(String, String)>) -> boo
     ok
 }
 
-/// Writes `relabels` to the objects of `kinds`, a few at a time; whether all were written or
-/// refused as stale (a newer version of the object is on its way to the sharder, which decides
-/// again then).
-async fn write(client: &Client, kinds: &[ApiResource], relabels: Vec<Relabel>) -> bool {
+/// Writes `relabels` to the objects of `kinds`, a few at a time; how many failed. One refused
+/// as stale counts as written: a newer version of the object is on its way to the sharder,
+/// which decides again then.
+async fn write(client: &Client, kinds: &[ApiResource], relabels: Vec<Relabel>) -> usize {
     if relabels.is_empty() {
-        return true;
+        return 0;
     }
     let written: Vec<bool> = stream::iter(relabels)
         .map(|relabel| write_one(client, kinds, relabel))
         .buffer_unordered(CONCURRENT_WRITES)
         .collect()
         .await;
-    written.into_iter().all(|ok| ok)
+    written.into_iter().filter(|ok| !ok).count()
 }
 
 async fn write_one(client: &Client, kinds: &[ApiResource], relabel: Relabel) -> bool {
@@ -479,6 +511,13 @@ mod tests {
             metadata: placed(name, None),
             _phantom: std::marker::PhantomData,
         }))
+    }
+
+    #[test]
+    fn failed_writes_back_off_doubling_to_a_minute_and_start_over_after_a_success() {
+        let waits: Vec<u64> = (1..=9).map(|f| retry_after(f).as_secs()).collect();
+        assert_eq!(waits, [1, 2, 4, 8, 16, 32, 60, 60, 60]);
+        assert_eq!(retry_after(u32::MAX), LONGEST_RETRY);
     }
 
     #[test]

@@ -8,6 +8,12 @@ use tokio::time::Instant;
 
 use super::labels::is_label_value;
 
+/// The longest a shard's Lease counts for, whatever duration it names: the replicas' own
+/// ([`crate::leader::LEASE_SECONDS`]). The sharder cannot tell who wrote a Lease with the
+/// ring's label; capped, a Lease no replica renews leaves the ring within one duration, however
+/// long a duration it claims.
+pub const LONGEST_LEASE: Duration = Duration::from_secs(crate::leader::LEASE_SECONDS);
+
 /// What the sharder last saw of one shard's Lease.
 #[derive(Debug, Clone, PartialEq)]
 struct Observation {
@@ -73,7 +79,7 @@ impl Membership {
             .and_then(|s| s.renew_time.as_ref())
             .map(|t| t.0.to_string());
         let seconds = spec.and_then(|s| s.lease_duration_seconds).unwrap_or(0);
-        let duration = Duration::from_secs(u64::try_from(seconds).unwrap_or(0));
+        let duration = Duration::from_secs(u64::try_from(seconds).unwrap_or(0)).min(LONGEST_LEASE);
         let seen = Observation {
             resource_version: lease.metadata.resource_version.clone().unwrap_or_default(),
             holder,
@@ -275,6 +281,35 @@ mod tests {
             Some(later + Duration::from_secs(10))
         );
         assert!(members.live(later + Duration::from_secs(10)).is_empty());
+    }
+
+    #[test]
+    fn a_planted_lease_that_claims_years_leaves_the_ring_once_unrenewed_for_the_replicas_duration()
+    {
+        let start = Instant::now();
+        let mut members = Membership::default();
+        let mut planted = lease("planted", 100);
+        planted
+            .spec
+            .as_mut()
+            .expect("a spec")
+            .lease_duration_seconds = Some(10 * 365 * 24 * 3600);
+        members.observe(&planted, start);
+        members.observe(&lease("op-a", 100), start);
+        let after = start + LONGEST_LEASE;
+        // op-a renews; the planted Lease is never renewed.
+        members.observe(&lease("op-a", 100 + 10), start + Duration::from_secs(5));
+        members.observe(&lease("op-a", 100 + 15), after);
+        assert_eq!(members.live(after), ["op-a"]);
+        assert_eq!(
+            members
+                .expired(after)
+                .iter()
+                .map(|(name, _)| *name)
+                .collect::<Vec<_>>(),
+            ["planted"],
+            "taken over and deleted by the sharder like a failed replica's"
+        );
     }
 
     #[test]

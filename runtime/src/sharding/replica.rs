@@ -203,7 +203,8 @@ impl Replica {
 /// fence holds, and while it leads `election` (always campaigned for, whatever
 /// `--leader-election` says) it also runs the sharder that places the primaries of `kinds`,
 /// in `objects_namespace` or in every namespace, on the ring's shards. `metrics` follow the
-/// replica's terms; the sharder's leadership is logged, not served.
+/// replica's terms, and say whether it runs the sharder and how many objects the sharder could
+/// not place.
 pub async fn run_sharded<F, Fut>(
     replica: &Replica,
     election: Election,
@@ -229,6 +230,7 @@ where
                 objects_namespace,
                 kinds,
                 replica.initial_list,
+                metrics,
                 term.ended(),
             );
             if let Err(error) = placed.await {

@@ -15,48 +15,9 @@
 use std::io::Write as _;
 
 use backup_controller::conversion::Hub;
+use conversion_peak::{conversion_review, peak_kib};
 use kube::core::conversion::{ConversionRequest, ConversionResponse, ConversionReview};
 use operator_gen_runtime::conversion::{convert, review};
-
-/// One hub Backup, with the field `v1alpha1` lacks, named `index`.
-fn backup(index: usize) -> String {
-    format!(
-        r#"{{"apiVersion":"example.com/v1","kind":"Backup","metadata":{{"name":"b{index}","namespace":"d"}},"spec":{{"message":"m","note":"n"}}}}"#
-    )
-}
-
-/// A ConversionReview of as many Backups as fit in `bytes`, written as bytes rather than
-/// built as a JSON value, so that building it costs no more than the body itself.
-fn body(bytes: usize) -> (Vec<u8>, usize) {
-    let head = br#"{"apiVersion":"apiextensions.k8s.io/v1","kind":"ConversionReview","request":{"uid":"0d1c2b3a-0000-4000-8000-000000000001","desiredAPIVersion":"example.com/v1alpha1","objects":["#;
-    let tail = b"]}}";
-    let mut body = Vec::with_capacity(bytes);
-    body.extend_from_slice(head);
-    let mut objects = 0;
-    loop {
-        let object = backup(objects);
-        if body.len() + object.len() + 1 + tail.len() > bytes {
-            break;
-        }
-        if objects > 0 {
-            body.push(b',');
-        }
-        body.extend_from_slice(object.as_bytes());
-        objects += 1;
-    }
-    body.extend_from_slice(tail);
-    (body, objects)
-}
-
-/// The peak resident set of this process so far, in KiB.
-fn peak_kib() -> Result<u64, String> {
-    let status = std::fs::read_to_string("/proc/self/status").map_err(|e| e.to_string())?;
-    status
-        .lines()
-        .find_map(|line| line.strip_prefix("VmHWM:"))
-        .and_then(|value| value.trim().trim_end_matches("kB").trim().parse().ok())
-        .ok_or_else(|| "no VmHWM in /proc/self/status".to_owned())
-}
 
 /// The review decoded whole, converted into a list, and the answer encoded whole.
 fn whole(body: &[u8]) -> Result<usize, String> {
@@ -80,7 +41,7 @@ fn main() -> Result<(), String> {
     let usage = "usage: conversion-peak <streamed|whole> <bytes>";
     let way = args.next().ok_or(usage)?;
     let bytes: usize = args.next().and_then(|b| b.parse().ok()).ok_or(usage)?;
-    let (body, objects) = body(bytes);
+    let (body, objects) = conversion_review(bytes);
     let with_body = peak_kib()?;
     match way.as_str() {
         "streamed" => {

@@ -13,7 +13,10 @@ use futures::{StreamExt as _, TryStreamExt as _};
 use operator_gen::{Selection, crd_document, model::HUB_FIELDS_ANNOTATION, schema_sample};
 use serde_json::{Value, json};
 
-use super::{Suite, webhooks::on_loopback};
+use super::{
+    Suite,
+    webhooks::{WEBHOOK_PORT, on_loopback},
+};
 
 /// A field only the hub of a crate in this workspace has, for the check that it survives.
 struct HubOnly {
@@ -221,6 +224,36 @@ impl Suite {
         if let Some((version, other)) = listed.iter().find(|(_, other)| other != names) {
             bail!("listed as {hub}: {names:?}; as {version}: {other:?}");
         }
+        Ok(())
+    }
+
+    /// The API server's conversions are answered while two clients hold connections to the
+    /// webhook open with a POST they never finish, reopened whenever the operator drops one:
+    /// a stalled body holds no conversion's turn.
+    pub(super) fn converts_beside_stalled_clients(&mut self) -> Result<()> {
+        let older = self
+            .older_versions()
+            .first()
+            .cloned()
+            .context("an older version")?;
+        let resource = self.resource_in(&older);
+        let namespace = self.namespace.clone();
+        let stalling = super::stalling::Stalling::start(WEBHOOK_PORT, "/convert", 2)?;
+        std::thread::sleep(std::time::Duration::from_millis(500));
+        let started = std::time::Instant::now();
+        let listed = self.admin_json(&["get", &resource, "-n", &namespace, "-o", "json"]);
+        let took = started.elapsed();
+        let dropped = stalling.stop()?;
+        let listed = listed.context("listing in an older version beside the stalled clients")?;
+        if listed["items"].as_array().is_none_or(Vec::is_empty) {
+            bail!("listed as {older} beside the stalled clients, no object came back: {listed}");
+        }
+        if took > std::time::Duration::from_secs(10) {
+            bail!("a conversion beside two stalled clients took {took:?}");
+        }
+        println!(
+            "    converted in {took:?} beside 2 stalled clients, which the operator dropped {dropped} times"
+        );
         Ok(())
     }
 

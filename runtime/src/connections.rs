@@ -1,0 +1,420 @@
+//! What every port of an operator allows the clients that connect to it, whoever they are: the
+//! webhooks' port is open to anything that reaches the Service, and the endpoints' port to
+//! anything in the cluster's network.
+//!
+//! - A cap on open connections ([`Limits::max_connections`]): one over it is closed as soon as
+//!   it is accepted, and counted in `operator_connections_refused_total`, so a flood of
+//!   connections runs into the cap, not into the process's open-files limit, where it would
+//!   also stop the operator's own requests to the API server.
+//! - A deadline for a request's headers ([`Limits::headers`]), which hyper also applies while a
+//!   kept-alive connection waits for its next request: a client that connects and sends nothing,
+//!   or sends its headers a byte at a time, is closed, and an idle connection does not hold a
+//!   slot under the cap for long.
+//! - A deadline for an answer the client stops reading ([`Limits::stalled_write`]): a write
+//!   that makes no progress for that long fails the connection, so an unread answer cannot hold
+//!   what is behind it (a conversion's turn, a body's memory) for longer.
+//!
+//! The body of a request and the whole request have deadlines of their own, by route (see
+//! [`crate::request_budget`]); the TLS handshake has axum-server's.
+
+use std::{
+    future::Future,
+    io,
+    pin::Pin,
+    sync::Arc,
+    task::{Context, Poll, ready},
+    time::Duration,
+};
+
+use axum_server::accept::Accept;
+use futures::future::BoxFuture;
+use tokio::{
+    io::{AsyncRead, AsyncWrite, ReadBuf},
+    sync::{OwnedSemaphorePermit, Semaphore},
+    time::Sleep,
+};
+
+use crate::metrics::Metrics;
+
+/// The limits of one port.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// The port's name in `operator_connections_refused_total`.
+    pub port: &'static str,
+    /// Connections open at once; one more is closed as soon as it is accepted.
+    pub max_connections: usize,
+    /// How long a request's headers may take to arrive, counted from the end of the request
+    /// before on the same connection (or from its TLS handshake): also how long an idle
+    /// kept-alive connection stays open.
+    pub headers: Duration,
+    /// How long a write to the client may make no progress before the connection fails.
+    pub stalled_write: Duration,
+}
+
+/// The webhooks' port. The API server waits 10 seconds for an admission answer (the generated
+/// `timeoutSeconds`) and 30 for a conversion, and keeps a pool of connections it reuses: a few
+/// per replica of the API server. The headers' deadline is under the admission timeout, so a
+/// slow client is gone before the API server would give up on a request behind it.
+pub const WEBHOOKS: Limits = Limits {
+    port: "webhooks",
+    max_connections: 1024,
+    headers: Duration::from_secs(5),
+    stalled_write: Duration::from_secs(5),
+};
+
+/// `/metrics`, `/healthz` and `/readyz`: the kubelet's probes (a new connection each, with a
+/// timeout of 1 second) and Prometheus' scrapes (one kept-alive connection each). The
+/// kubelet's probe waits a second, so headers that take longer are from no probe. The cap is
+/// far above what those need, so that a client holding idle connections must open a thousand
+/// every few seconds to crowd the probes out.
+pub const ENDPOINTS: Limits = Limits {
+    port: "endpoints",
+    max_connections: 1024,
+    headers: Duration::from_secs(5),
+    stalled_write: Duration::from_secs(5),
+};
+
+impl Limits {
+    /// A server on `listener` that applies these limits, with `acceptor` (such as TLS) over
+    /// the capped, guarded connection.
+    pub fn server<A>(
+        &self,
+        listener: std::net::TcpListener,
+        acceptor: impl FnOnce(Capped) -> A,
+        metrics: &Arc<Metrics>,
+    ) -> io::Result<axum_server::Server<std::net::SocketAddr, A>> {
+        let capped = Capped::new(*self, Arc::clone(metrics));
+        let mut server = axum_server::from_tcp(listener)?.acceptor(acceptor(capped));
+        server
+            .http_builder()
+            .http1()
+            .header_read_timeout(self.headers);
+        Ok(server.first_request_timeout(self.headers))
+    }
+}
+
+/// Accepts a connection only while fewer than [`Limits::max_connections`] are open, sets
+/// `TCP_NODELAY` on it (an answer streamed in chunks would otherwise wait on the client's
+/// delayed acknowledgement of the one before, some 40 ms each), and guards its writes.
+#[derive(Clone)]
+pub struct Capped {
+    limits: Limits,
+    open: Arc<Semaphore>,
+    metrics: Arc<Metrics>,
+}
+
+impl Capped {
+    fn new(limits: Limits, metrics: Arc<Metrics>) -> Self {
+        metrics.expect_connections_refused(limits.port);
+        Self {
+            limits,
+            open: Arc::new(Semaphore::new(limits.max_connections)),
+            metrics,
+        }
+    }
+
+    /// Whether every connection this port allows is open: a new one would be refused.
+    pub fn is_full(&self) -> bool {
+        self.open.available_permits() == 0
+    }
+}
+
+impl<S: Send + 'static> Accept<tokio::net::TcpStream, S> for Capped {
+    type Stream = Guarded<tokio::net::TcpStream>;
+    type Service = S;
+    type Future = BoxFuture<'static, io::Result<(Self::Stream, S)>>;
+
+    fn accept(&self, stream: tokio::net::TcpStream, service: S) -> Self::Future {
+        let Ok(slot) = Arc::clone(&self.open).try_acquire_owned() else {
+            self.metrics.connection_refused(self.limits.port);
+            let refused = io::Error::other(format!(
+                "{} connections are open on the {} port already",
+                self.limits.max_connections, self.limits.port
+            ));
+            return Box::pin(std::future::ready(Err(refused)));
+        };
+        let stalled_write = self.limits.stalled_write;
+        Box::pin(async move {
+            stream.set_nodelay(true)?;
+            Ok((Guarded::new(stream, slot, stalled_write), service))
+        })
+    }
+}
+
+/// A connection that holds its slot under the cap until it closes, and fails a write that
+/// makes no progress for its deadline.
+pub struct Guarded<S> {
+    inner: S,
+    _slot: OwnedSemaphorePermit,
+    stalled_write: Duration,
+    /// Armed when a write could not go on, disarmed by any progress.
+    write_deadline: Option<Pin<Box<Sleep>>>,
+}
+
+impl<S> Guarded<S> {
+    fn new(inner: S, slot: OwnedSemaphorePermit, stalled_write: Duration) -> Self {
+        Self {
+            inner,
+            _slot: slot,
+            stalled_write,
+            write_deadline: None,
+        }
+    }
+
+    /// What a write that could not go on now answers: still pending, or, once it has waited
+    /// for [`Limits::stalled_write`], an error that closes the connection.
+    fn stalled<T>(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<T>> {
+        let stalled_write = self.stalled_write;
+        let deadline = self
+            .write_deadline
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep(stalled_write)));
+        ready!(deadline.as_mut().poll(cx));
+        Poll::Ready(Err(io::Error::new(
+            io::ErrorKind::TimedOut,
+            format!("the client read nothing of the answer for {stalled_write:?}"),
+        )))
+    }
+
+    /// `polled`, with the write deadline armed while it is pending and disarmed once it is not.
+    fn guard<T>(
+        &mut self,
+        cx: &mut Context<'_>,
+        polled: Poll<io::Result<T>>,
+    ) -> Poll<io::Result<T>> {
+        match polled {
+            Poll::Pending => self.stalled(cx),
+            ready => {
+                self.write_deadline = None;
+                ready
+            }
+        }
+    }
+}
+
+impl<S: AsyncRead + Unpin> AsyncRead for Guarded<S> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().inner).poll_read(cx, buf)
+    }
+}
+
+impl<S: AsyncWrite + Unpin> AsyncWrite for Guarded<S> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        let polled = Pin::new(&mut this.inner).poll_write(cx, buf);
+        this.guard(cx, polled)
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        let polled = Pin::new(&mut this.inner).poll_write_vectored(cx, bufs);
+        this.guard(cx, polled)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        let polled = Pin::new(&mut this.inner).poll_flush(cx);
+        this.guard(cx, polled)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        let polled = Pin::new(&mut this.inner).poll_shutdown(cx);
+        this.guard(cx, polled)
+    }
+}
+
+/// Raises this process's soft limit of open files to its hard limit, and says so: the soft
+/// limit a container starts with (often 1,024) is a choice of its runtime, not of the
+/// operator, and every watch, API connection and client connection takes one.
+pub fn raise_open_files_limit() {
+    use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
+    let limit = getrlimit(Resource::Nofile);
+    if limit.current == limit.maximum {
+        tracing::info!(open_files = ?limit.current, "open files limit");
+        return;
+    }
+    let raised = Rlimit {
+        current: limit.maximum,
+        maximum: limit.maximum,
+    };
+    match setrlimit(Resource::Nofile, raised) {
+        Ok(()) => tracing::info!(
+            from = ?limit.current,
+            to = ?limit.maximum,
+            "raised the open files limit to its hard limit"
+        ),
+        Err(error) => tracing::warn!(
+            %error,
+            open_files = ?limit.current,
+            "could not raise the open files limit"
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::net::SocketAddr;
+
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+
+    use super::*;
+    use crate::metrics::ReadyWhen;
+
+    const TIGHT: Limits = Limits {
+        port: "test",
+        max_connections: 3,
+        headers: Duration::from_millis(300),
+        stalled_write: Duration::from_millis(300),
+    };
+
+    fn metrics() -> Arc<Metrics> {
+        Arc::new(Metrics::new(ReadyWhen::WatchesListed(0)))
+    }
+
+    /// Serves `router` with `limits` on a loopback port, plain HTTP; returns its address.
+    async fn serve(limits: Limits, router: axum::Router, metrics: &Arc<Metrics>) -> SocketAddr {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        listener.set_nonblocking(true).expect("nonblocking");
+        let addr = listener.local_addr().expect("an address");
+        let server = limits
+            .server(listener, |capped| capped, metrics)
+            .expect("a server");
+        tokio::spawn(server.serve(router.into_make_service()));
+        addr
+    }
+
+    async fn get(addr: SocketAddr, path: &str) -> io::Result<String> {
+        let mut stream = tokio::net::TcpStream::connect(addr).await?;
+        let request = format!("GET {path} HTTP/1.1\r\nhost: test\r\nconnection: close\r\n\r\n");
+        stream.write_all(request.as_bytes()).await?;
+        let mut answer = String::new();
+        stream.read_to_string(&mut answer).await?;
+        Ok(answer)
+    }
+
+    fn hello() -> axum::Router {
+        axum::Router::new().route("/", axum::routing::get(|| async { "hello" }))
+    }
+
+    #[tokio::test]
+    async fn the_endpoints_answer_beside_all_but_one_of_their_connections_held_idle() {
+        // Two descriptors a connection, client and server, in this one process.
+        raise_open_files_limit();
+        let limit = rustix::process::getrlimit(rustix::process::Resource::Nofile).current;
+        let needed = 2 * ENDPOINTS.max_connections as u64 + 64;
+        if limit.is_some_and(|limit| limit < needed) {
+            panic!("this test needs {needed} open files, and the hard limit is {limit:?}");
+        }
+        let metrics = metrics();
+        let addr = serve(ENDPOINTS, hello(), &metrics).await;
+        let mut idle = Vec::new();
+        for _ in 0..ENDPOINTS.max_connections - 1 {
+            idle.push(tokio::net::TcpStream::connect(addr).await.expect("connect"));
+        }
+        let answer = get(addr, "/").await.expect("an answer");
+        assert!(answer.contains("hello"), "{answer}");
+        idle.push(tokio::net::TcpStream::connect(addr).await.expect("connect"));
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let refused = get(addr, "/").await.unwrap_or_default();
+        assert!(
+            !refused.contains("hello"),
+            "the cap is {}",
+            ENDPOINTS.max_connections
+        );
+    }
+
+    #[tokio::test]
+    async fn a_connection_over_the_cap_is_closed_and_counted_and_a_slot_frees_when_one_closes() {
+        let metrics = metrics();
+        let addr = serve(TIGHT, hello(), &metrics).await;
+        let mut idle = Vec::new();
+        for _ in 0..TIGHT.max_connections {
+            idle.push(tokio::net::TcpStream::connect(addr).await.expect("connect"));
+        }
+        // Accepted, then closed at once: the answer is empty or a reset.
+        let over = get(addr, "/").await.unwrap_or_default();
+        assert!(!over.contains("hello"), "{over}");
+        assert!(
+            metrics
+                .render()
+                .contains("operator_connections_refused_total{port=\"test\"} 1"),
+            "{}",
+            metrics.render()
+        );
+        idle.pop();
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let answer = get(addr, "/").await.expect("an answer");
+        assert!(answer.contains("hello"), "{answer}");
+    }
+
+    #[tokio::test]
+    async fn a_client_that_sends_no_headers_in_time_is_closed_and_frees_its_slot() {
+        let metrics = metrics();
+        let addr = serve(TIGHT, hello(), &metrics).await;
+        let mut slow = Vec::new();
+        for _ in 0..TIGHT.max_connections {
+            let mut stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
+            stream
+                .write_all(b"GET / HTTP/1.1\r\nhost:")
+                .await
+                .expect("a start");
+            slow.push(stream);
+        }
+        tokio::time::sleep(TIGHT.headers * 2).await;
+        for mut stream in slow {
+            let mut rest = Vec::new();
+            // Closed by the server: read to the end, whatever it sent before closing.
+            let _ = stream.read_to_end(&mut rest).await;
+            assert!(!String::from_utf8_lossy(&rest).contains("hello"));
+        }
+        let answer = get(addr, "/").await.expect("an answer");
+        assert!(answer.contains("hello"), "{answer}");
+    }
+
+    #[tokio::test]
+    async fn an_answer_the_client_does_not_read_fails_its_connection_after_the_deadline() {
+        // An answer far larger than the socket buffers, so that its writes stall.
+        let big = axum::Router::new().route(
+            "/",
+            axum::routing::get(|| async { vec![b'x'; 64 * 1024 * 1024] }),
+        );
+        let metrics = metrics();
+        let addr = serve(TIGHT, big, &metrics).await;
+        let mut streams = Vec::new();
+        for _ in 0..TIGHT.max_connections {
+            let mut stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
+            stream
+                .write_all(b"GET / HTTP/1.1\r\nhost: test\r\n\r\n")
+                .await
+                .expect("a request");
+            streams.push(stream);
+        }
+        // Every slot is held by a client that reads nothing; after the deadline, the server
+        // gives each up and a new client is answered.
+        tokio::time::sleep(TIGHT.stalled_write * 3).await;
+        let mut stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
+        stream
+            .write_all(b"GET / HTTP/1.1\r\nhost: test\r\nconnection: close\r\n\r\n")
+            .await
+            .expect("a request");
+        let mut head = [0; 12];
+        stream.read_exact(&mut head).await.expect("an answer");
+        assert_eq!(&head, b"HTTP/1.1 200");
+    }
+}
