@@ -8,7 +8,6 @@ use std::{future::Future, marker::PhantomData, time::Duration};
 use axum::{
     Json,
     extract::Request,
-    http::StatusCode,
     response::{IntoResponse as _, Response},
 };
 use futures::future::BoxFuture;
@@ -21,7 +20,7 @@ use tokio::time::Instant;
 
 use crate::{
     metrics::Metrics,
-    request_budget::{Bodies, Refused, Turns},
+    request_budget::{Bodies, Turns},
     webhook_server::{self, Outcome, request_uid},
 };
 
@@ -45,6 +44,9 @@ pub const WORK_PER_BODY_BYTE: usize = 14;
 /// The largest AdmissionReview read. The API server accepts requests of up to 3 MiB, and a
 /// review of an update carries both the new and the old object.
 pub const MAX_REVIEW_BYTES: usize = 8 * 1024 * 1024;
+
+/// What an admission refused before its hook says first.
+const NOT_ANSWERED: &str = "the AdmissionReview was not answered";
 
 /// Admission reviews read and answered in turn: bodies of at most [`MAX_REVIEW_BYTES`] under a
 /// shared budget, then hooked once their work's memory ([`WORK_PER_BODY_BYTE`]) fits beside
@@ -71,12 +73,12 @@ impl Admissions {
         let hook = hooked.hook.name();
         let body = match self.bodies.read(request.into_body(), deadline).await {
             Ok(body) => body,
-            Err(refused) => return refuse(metrics, hook, &refused),
+            Err(refused) => return refused.answer(metrics, hook, NOT_ANSWERED),
         };
         let work = body.bytes.len().saturating_mul(WORK_PER_BODY_BYTE);
         let _turn = match self.turns.take(work, deadline).await {
             Ok(turn) => turn,
-            Err(refused) => return refuse(metrics, hook, &refused),
+            Err(refused) => return refused.answer(metrics, hook, NOT_ANSWERED),
         };
         match tokio::time::timeout_at(deadline, hooked.answer(metrics, &body.bytes)).await {
             Ok(answer) => answer.into_response(),
@@ -90,21 +92,6 @@ impl Admissions {
             }
         }
     }
-}
-
-/// The answer to a review refused before it was hooked, counted. It has no uid to answer for,
-/// so it is an HTTP error, which the API server treats as the webhook failing.
-fn refuse(metrics: &Metrics, hook: &str, refused: &Refused) -> Response {
-    let (status, outcome) = match refused {
-        Refused::TooLarge(_) => (StatusCode::PAYLOAD_TOO_LARGE, Outcome::Invalid),
-        Refused::Slow(_) => (StatusCode::REQUEST_TIMEOUT, Outcome::Invalid),
-        Refused::Broken(_) => (StatusCode::BAD_REQUEST, Outcome::Invalid),
-        Refused::Busy(_) => (StatusCode::SERVICE_UNAVAILABLE, Outcome::Failed),
-    };
-    metrics.webhook_answered(hook, outcome.name());
-    let reason = format!("the AdmissionReview was not answered: {refused}");
-    tracing::warn!(%reason);
-    (status, reason).into_response()
 }
 
 /// Which hook a request is for.

@@ -14,14 +14,18 @@
 
 use std::{sync::Arc, time::Duration};
 
-use axum::body::{Body, Bytes};
+use axum::{
+    body::{Body, Bytes},
+    http::StatusCode,
+    response::{IntoResponse as _, Response},
+};
 use futures::StreamExt as _;
 use tokio::{
     sync::{OwnedSemaphorePermit, Semaphore},
     time::Instant,
 };
 
-use crate::metrics::Metrics;
+use crate::{metrics::Metrics, webhook_server::Outcome};
 
 /// How fast a body must arrive, after [`GRACE`]: far below what the API server sends at, even
 /// across zones, and far above a client that sends a byte now and then.
@@ -45,6 +49,25 @@ pub enum Refused {
     /// The connection failed while the body was read.
     #[error("the body could not be read: {0}")]
     Broken(String),
+}
+
+impl Refused {
+    /// The answer to a request refused before its work began, with `what` (such as "the
+    /// AdmissionReview was not answered") before the reason, counted as an answer of `hook`.
+    /// A request refused unread has no uid to answer for, so this is an HTTP error, which the
+    /// API server treats as the webhook failing.
+    pub fn answer(&self, metrics: &Metrics, hook: &str, what: &str) -> Response {
+        let (status, outcome) = match self {
+            Refused::TooLarge(_) => (StatusCode::PAYLOAD_TOO_LARGE, Outcome::Invalid),
+            Refused::Slow(_) => (StatusCode::REQUEST_TIMEOUT, Outcome::Invalid),
+            Refused::Broken(_) => (StatusCode::BAD_REQUEST, Outcome::Invalid),
+            Refused::Busy(_) => (StatusCode::SERVICE_UNAVAILABLE, Outcome::Failed),
+        };
+        metrics.webhook_answered(hook, outcome.name());
+        let reason = format!("{what}: {self}");
+        tracing::warn!(%reason);
+        (status, reason).into_response()
+    }
 }
 
 /// Bodies read under a shared byte budget, each of at most `max_bytes`, each within a deadline.

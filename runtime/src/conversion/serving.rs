@@ -10,7 +10,7 @@ use std::{
 use axum::{
     body::{Body, Bytes},
     extract::Request,
-    http::{StatusCode, header::CONTENT_TYPE},
+    http::header::CONTENT_TYPE,
     response::{IntoResponse as _, Response},
 };
 use tokio::{sync::mpsc, time::Instant};
@@ -71,13 +71,13 @@ impl Conversions {
         let deadline = Instant::now() + CONVERSION_DEADLINE;
         let body = match self.bodies.read(request.into_body(), deadline).await {
             Ok(body) => body,
-            Err(refused) => return self.refuse(&metrics, &refused),
+            Err(refused) => return refuse(&metrics, &refused),
         };
         // A conversion streams its answer: beyond its body, it holds one object at a time and
         // the answer's queue, so its work weighs about as much as its body.
         let turn = match self.turns.take(body.bytes.len(), deadline).await {
             Ok(turn) => turn,
-            Err(refused) => return self.refuse(&metrics, &refused),
+            Err(refused) => return refuse(&metrics, &refused),
         };
         let (chunks, answer) = mpsc::channel::<io::Result<Bytes>>(4);
         let writer = Chunks {
@@ -106,23 +106,15 @@ impl Conversions {
         )
             .into_response()
     }
+}
 
-    /// The answer to a review refused before its conversion began, counted.
-    fn refuse(&self, metrics: &Metrics, refused: &Refused) -> Response {
-        let (status, outcome) = match refused {
-            Refused::TooLarge(_) => (StatusCode::PAYLOAD_TOO_LARGE, Outcome::Invalid),
-            Refused::Slow(_) => (StatusCode::REQUEST_TIMEOUT, Outcome::Invalid),
-            Refused::Broken(_) => (StatusCode::BAD_REQUEST, Outcome::Invalid),
-            Refused::Busy(_) => (StatusCode::SERVICE_UNAVAILABLE, Outcome::Failed),
-        };
-        metrics.webhook_answered(HOOK, outcome.name());
-        let mut reason = format!("the ConversionReview was not converted: {refused}");
-        if matches!(refused, Refused::TooLarge(_)) {
-            reason.push_str(" (--conversion-max-bytes)");
-        }
-        tracing::warn!(%reason);
-        (status, reason).into_response()
-    }
+/// The answer to a review refused before its conversion began, counted.
+fn refuse(metrics: &Metrics, refused: &Refused) -> Response {
+    let what = match refused {
+        Refused::TooLarge(_) => "the ConversionReview was not converted (--conversion-max-bytes)",
+        _ => "the ConversionReview was not converted",
+    };
+    refused.answer(metrics, HOOK, what)
 }
 
 /// The answer of a conversion, sent in chunks to the connection as it is written; a chunk the
@@ -166,6 +158,7 @@ mod tests {
         metrics::ReadyWhen,
         request_budget::WORK_BYTES,
     };
+    use axum::http::StatusCode;
 
     fn post(body: Vec<u8>) -> Request {
         axum::http::Request::post("/convert")
