@@ -31,15 +31,15 @@ pub const HOOK_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// How long an admission request may take from its first byte to its answer: under the 10
 /// seconds the generated configurations give the API server's call (`timeoutSeconds`).
-pub const ADMISSION_DEADLINE: Duration = Duration::from_secs(9);
+pub(crate) const ADMISSION_DEADLINE: Duration = Duration::from_secs(9);
 
 /// How many of the largest reviews may be arriving at once, across every hook.
-pub const BODIES_AT_ONCE: usize = 2;
+const BODIES_AT_ONCE: usize = 2;
 
 /// The memory a review's work takes, as a multiple of its body: its object and the old one
 /// decoded into their type (about six times their JSON each, for an object of many small
 /// fields), and a mutation's patch. Measured with `webhook-server-peak` (README).
-pub const WORK_PER_BODY_BYTE: usize = 14;
+const WORK_PER_BODY_BYTE: usize = 14;
 
 /// The largest AdmissionReview read. The API server accepts requests of up to 3 MiB, and a
 /// review of an update carries both the new and the old object.
@@ -50,16 +50,16 @@ const NOT_ANSWERED: &str = "the AdmissionReview was not answered";
 
 /// Admission reviews read and answered in turn: bodies of at most [`MAX_REVIEW_BYTES`] under a
 /// shared budget, then hooked once their work's memory ([`WORK_PER_BODY_BYTE`]) fits beside
-/// the rest, each within [`ADMISSION_DEADLINE`] (see [`crate::request_budget`]).
+/// the rest, each within [`ADMISSION_DEADLINE`] (see `request_budget`).
 #[derive(Clone)]
-pub struct Admissions {
+pub(crate) struct Admissions {
     bodies: Bodies,
     turns: Turns,
 }
 
 impl Admissions {
     /// Admissions whose work takes turns from `turns`, shared with the other webhooks.
-    pub fn new(turns: Turns) -> Self {
+    pub(crate) fn new(turns: Turns) -> Self {
         Self {
             bodies: Bodies::new(MAX_REVIEW_BYTES, BODIES_AT_ONCE),
             turns,
@@ -68,7 +68,12 @@ impl Admissions {
 
     /// Reads the review of `request`, waits for a turn and answers it with `hooked`, all
     /// within [`ADMISSION_DEADLINE`]; counts the answer.
-    pub async fn answer(&self, hooked: &Hooked, metrics: &Metrics, request: Request) -> Response {
+    pub(crate) async fn answer(
+        &self,
+        hooked: &Hooked,
+        metrics: &Metrics,
+        request: Request,
+    ) -> Response {
         let deadline = Instant::now() + ADMISSION_DEADLINE;
         let hook = hooked.hook.name();
         let body = match self.bodies.read(request.into_body(), deadline).await {

@@ -15,7 +15,7 @@
 //!   what is behind it (a conversion's turn, a body's memory) for longer.
 //!
 //! The body of a request and the whole request have deadlines of their own, by route (see
-//! [`crate::request_budget`]); the TLS handshake has axum-server's.
+//! `request_budget`); the TLS handshake has axum-server's.
 
 use std::{
     future::Future,
@@ -111,11 +111,6 @@ impl Capped {
             open: Arc::new(Semaphore::new(limits.max_connections)),
             metrics,
         }
-    }
-
-    /// Whether every connection this port allows is open: a new one would be refused.
-    pub fn is_full(&self) -> bool {
-        self.open.available_permits() == 0
     }
 }
 
@@ -242,7 +237,7 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Guarded<S> {
 /// Raises this process's soft limit of open files to its hard limit, and says so: the soft
 /// limit a container starts with (often 1,024) is a choice of its runtime, not of the
 /// operator, and every watch, API connection and client connection takes one.
-pub fn raise_open_files_limit() {
+pub(crate) fn raise_open_files_limit() {
     use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
     let limit = getrlimit(Resource::Nofile);
     if limit.current == limit.maximum {

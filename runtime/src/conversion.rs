@@ -35,7 +35,9 @@ pub mod round_trips;
 mod serving;
 mod stream;
 
-pub use serving::{ANSWER_STALL, CONVERSION_DEADLINE, CONVERSIONS_AT_ONCE, Conversions};
+#[cfg(test)]
+pub(crate) use serving::ANSWER_STALL;
+pub use serving::{CONVERSIONS_AT_ONCE, Conversions};
 
 /// The storage version of a custom resource, which every other version converts to and from.
 pub trait Hub: Resource<DynamicType = ()> + Serialize + DeserializeOwned + Clone {

@@ -30,7 +30,7 @@ pub async fn serve(addr: SocketAddr, metrics: Arc<Metrics>) -> std::io::Result<(
 /// Serves the routes on `addr` in a task of their own, logging if they go down: a replica
 /// without its probes is restarted by the kubelet, which is better than running unseen.
 /// Called once as an operator starts, it first raises the open files limit (see
-/// [`crate::connections::raise_open_files_limit`]).
+/// `connections::raise_open_files_limit`).
 pub fn spawn(addr: SocketAddr, metrics: &Arc<Metrics>) {
     crate::connections::raise_open_files_limit();
     let metrics = Arc::clone(metrics);

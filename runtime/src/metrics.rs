@@ -90,14 +90,14 @@ pub struct WebhookLabels {
 
 /// Labels of the refused connections counter.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct PortLabels {
+pub(crate) struct PortLabels {
     /// `webhooks` or `endpoints`.
-    pub port: String,
+    pub(crate) port: String,
 }
 
 /// How long webhook requests may wait with no turn given to any before the replica says it is
 /// not ready: the API server's admission timeout, after which every request waiting has failed.
-pub const WEBHOOKS_STUCK: Duration = Duration::from_secs(10);
+pub(crate) const WEBHOOKS_STUCK: Duration = Duration::from_secs(10);
 
 /// When a replica is ready, which is what puts it behind a Service.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -408,14 +408,14 @@ impl Metrics {
     }
 
     /// Makes the refused connections of `port` a series at zero.
-    pub fn expect_connections_refused(&self, port: &str) {
+    pub(crate) fn expect_connections_refused(&self, port: &str) {
         let _ = self.connections_refused.get_or_create(&PortLabels {
             port: port.to_owned(),
         });
     }
 
     /// Counts one connection to `port` closed for being over its cap.
-    pub fn connection_refused(&self, port: &str) {
+    pub(crate) fn connection_refused(&self, port: &str) {
         let labels = PortLabels {
             port: port.to_owned(),
         };
@@ -423,7 +423,7 @@ impl Metrics {
     }
 
     /// Notes that this replica runs the sharder, until the guard is dropped.
-    pub fn sharder_runs(&self) -> impl Drop + '_ {
+    pub(crate) fn sharder_runs(&self) -> impl Drop + '_ {
         struct Running<'a>(&'a Gauge);
         impl Drop for Running<'_> {
             fn drop(&mut self) {
@@ -435,18 +435,18 @@ impl Metrics {
     }
 
     /// Notes how many objects the sharder could not place at its last attempt.
-    pub fn sharder_unplaced(&self, objects: usize) {
+    pub(crate) fn sharder_unplaced(&self, objects: usize) {
         self.unplaced
             .set(i64::try_from(objects).unwrap_or(i64::MAX));
     }
 
     /// Notes that a webhook request waits for a turn, until [`Metrics::webhook_turn_given`].
-    pub fn webhook_waits(&self) {
+    pub(crate) fn webhook_waits(&self) {
         self.webhook_waiting.fetch_add(1, Ordering::SeqCst);
     }
 
     /// Notes that a request that waited has a turn, or stopped waiting.
-    pub fn webhook_turn_given(&self) {
+    pub(crate) fn webhook_turn_given(&self) {
         self.webhook_waiting.fetch_sub(1, Ordering::SeqCst);
         *self
             .webhook_last_turn

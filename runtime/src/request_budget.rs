@@ -96,11 +96,6 @@ impl Bodies {
         }
     }
 
-    /// The largest body read.
-    pub fn max_bytes(&self) -> usize {
-        self.max_bytes
-    }
-
     /// Reads `body` whole by `deadline`, once the budget has room for its announced length
     /// (or the cap, when it announces none), at [`MIN_RATE`] after [`GRACE`]. A body announced
     /// or found larger than `max_bytes` is refused at once.

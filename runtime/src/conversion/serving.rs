@@ -22,19 +22,19 @@ use crate::{
     webhook_server::{self, Outcome},
 };
 
-/// How many of the largest ConversionReviews may be arriving at once ([`Bodies`]). Each holds
+/// How many of the largest ConversionReviews may be arriving at once (`Bodies`). Each holds
 /// its body while its objects are converted one at a time and streamed back; a whole body waits
-/// for a turn weighed by its size ([`Turns`]).
+/// for a turn weighed by its size (`Turns`).
 pub const CONVERSIONS_AT_ONCE: usize = 2;
 
 /// How long a conversion may take from its first byte to its answer's last: under the 30
 /// seconds the API server waits for one, so that a replica gives up a request before the API
 /// server does.
-pub const CONVERSION_DEADLINE: Duration = Duration::from_secs(25);
+const CONVERSION_DEADLINE: Duration = Duration::from_secs(25);
 
 /// How long the converter waits for the client to take a chunk of the answer before it gives
 /// the answer, and its turn, up: the API server reads as fast as it is sent.
-pub const ANSWER_STALL: Duration = Duration::from_secs(5);
+pub(crate) const ANSWER_STALL: Duration = Duration::from_secs(5);
 
 /// The hook's name in `operator_webhook_requests_total`.
 const HOOK: &str = "convert";
@@ -51,7 +51,7 @@ impl Conversions {
     /// Conversions of reviews of at most `max_bytes`, whose answers are counted in `metrics`
     /// from the start, at zero, and whose work takes turns from `turns`, shared with the other
     /// webhooks.
-    pub fn new(max_bytes: usize, metrics: &Metrics, turns: Turns) -> Self {
+    pub(crate) fn new(max_bytes: usize, metrics: &Metrics, turns: Turns) -> Self {
         let outcomes = [Outcome::Converted, Outcome::Invalid, Outcome::Failed];
         webhook_server::expect_answers(metrics, HOOK, &outcomes);
         Self {
@@ -62,7 +62,7 @@ impl Conversions {
 
     /// Reads the review (a larger one is refused with 413 before it is read whole), waits for
     /// a turn, and answers it as its objects are converted through `H`, all within
-    /// [`CONVERSION_DEADLINE`].
+    /// `CONVERSION_DEADLINE` (25 s).
     pub async fn answer<H: Hub + 'static>(
         &self,
         metrics: Arc<Metrics>,

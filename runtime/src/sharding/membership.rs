@@ -12,7 +12,7 @@ use super::labels::is_label_value;
 /// ([`crate::leader::LEASE_SECONDS`]). The sharder cannot tell who wrote a Lease with the
 /// ring's label; capped, a Lease no replica renews leaves the ring within one duration, however
 /// long a duration it claims.
-pub const LONGEST_LEASE: Duration = Duration::from_secs(crate::leader::LEASE_SECONDS);
+pub(crate) const LONGEST_LEASE: Duration = Duration::from_secs(crate::leader::LEASE_SECONDS);
 
 /// What the sharder last saw of one shard's Lease.
 #[derive(Debug, Clone, PartialEq)]
