@@ -441,11 +441,13 @@ impl Metrics {
     }
 
     /// Notes that a webhook request waits for a turn, until [`Metrics::webhook_turn_given`].
+    #[cfg(feature = "webhooks")]
     pub(crate) fn webhook_waits(&self) {
         self.webhook_waiting.fetch_add(1, Ordering::SeqCst);
     }
 
     /// Notes that a request that waited has a turn, or stopped waiting.
+    #[cfg(feature = "webhooks")]
     pub(crate) fn webhook_turn_given(&self) {
         self.webhook_waiting.fetch_sub(1, Ordering::SeqCst);
         *self
