@@ -38,7 +38,7 @@ pub enum Error {
     Kube(#[from] kube::Error),
 }
 
-impl crate::Retryable for Error {
+impl crate::metrics::Retryable for Error {
     /// The API server or the network may do better on a retry; a request that could not be
     /// built (a child that does not serialize) fails the same way every time.
     fn is_transient(&self) -> bool {
@@ -258,7 +258,7 @@ mod tests {
 
     #[test]
     fn only_what_the_api_server_may_answer_better_is_retried() {
-        use crate::Retryable as _;
+        use crate::metrics::Retryable as _;
 
         let refused = kube::core::Status::failure("etcdserver: request timed out", "Timeout");
         assert!(Error::Kube(kube::Error::Api(refused.boxed())).is_transient());

@@ -32,13 +32,6 @@ pub const CAP: Duration = Duration::from_secs(5);
 /// The delays between a watch's retries: doubling from [`FIRST`] to [`CAP`], jittered, and
 /// back to [`FIRST`] once the API server answers the watch again ([`RetryExt::retried`] resets
 /// it on any event but the watcher's own `Init`).
-///
-/// ```
-/// use operator_gen_runtime::backoff::{CAP, WatchBackoff};
-///
-/// let delays: Vec<_> = WatchBackoff::default().take(10).collect();
-/// assert!(delays.iter().all(|delay| *delay <= CAP));
-/// ```
 #[derive(Debug, Default)]
 pub struct WatchBackoff {
     failures: u32,
@@ -118,7 +111,7 @@ pub fn expired(error: &watcher::Error) -> bool {
     matches!(error, watcher::Error::WatchError(status) if status.code == 410)
 }
 
-/// A watch stream retried with [`WatchBackoff`], and at once after a 410 Gone.
+/// A watch stream retried with `WatchBackoff`, and at once after a 410 Gone.
 pub trait RetryExt<K>: Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Sized {
     /// `watcher(api, config).retried()`: in place of kube's `.backoff(...)`.
     fn retried(self) -> Retried<Self> {

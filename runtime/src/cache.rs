@@ -120,7 +120,7 @@ where
 }
 
 /// The cache of one kind an operator owns, kept across leadership terms: the store that
-/// reconciles read, which it dereferences to, and the [`Feed`] through which each term's watch
+/// reconciles read, which it dereferences to, and the `Feed` through which each term's watch
 /// of that kind (`run::Watches::owned`) fills it. Clones share the cache.
 pub struct Cache<K>
 where
@@ -176,11 +176,11 @@ where
     K::DynamicType: Eq + Hash + Clone,
 {
     /// The writing half, for a watch to fill the cache through.
-    pub fn feed(&self) -> &Feed<K> {
+    pub(crate) fn feed(&self) -> &Feed<K> {
         &self.feed
     }
 
-    /// Resolves once the cache holds a complete list (see [`Feed::listed`]).
+    /// Resolves once the cache holds a complete list (see `Feed::listed`).
     pub fn listed(&self) -> impl Future<Output = ()> + Send + Sync + 'static {
         self.feed.listed()
     }

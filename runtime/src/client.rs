@@ -3,9 +3,17 @@
 
 use std::sync::LazyLock;
 
-use prometheus_client::metrics::{counter::Counter, family::Family};
+use prometheus_client::{
+    encoding::EncodeLabelSet,
+    metrics::{counter::Counter, family::Family},
+};
 
-use crate::metrics::RequestLabels;
+/// Labels of the API request counter.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RequestLabels {
+    /// The Kubernetes verb: `get`, `list`, `watch`, `create`, `update`, `patch` or `delete`.
+    pub verb: String,
+}
 
 /// Requests this process made to the API server, by verb. One counter for the process,
 /// because the client is built before any controller and its metrics.

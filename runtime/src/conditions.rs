@@ -18,7 +18,7 @@ use kube::{
 use serde::{Serialize, de::DeserializeOwned};
 use serde_json::{Value, json};
 
-use crate::Retryable;
+use crate::metrics::Retryable;
 
 /// The message of the condition after a reconcile that succeeded.
 pub const SUCCEEDED: &str = "the last reconcile succeeded";
@@ -60,7 +60,12 @@ pub struct Outcome<'a> {
 impl Spec {
     /// The entry that records `outcome`, or `None` when `conditions` already say it.
     /// `lastTransitionTime` moves to `now` only when the status flips.
-    pub fn entry(&self, outcome: &Outcome<'_>, conditions: &[Value], now: Value) -> Option<Value> {
+    pub(crate) fn entry(
+        &self,
+        outcome: &Outcome<'_>,
+        conditions: &[Value],
+        now: Value,
+    ) -> Option<Value> {
         let status = if outcome.ok { "True" } else { "False" };
         let mut condition = json!({ "type": self.type_name, "status": status });
         if self.reason {
@@ -140,11 +145,6 @@ where
             set_by_hook: Mutex::default(),
             last_error: Mutex::default(),
         }
-    }
-
-    /// What the condition is.
-    pub fn spec(&self) -> &Spec {
-        &self.spec
     }
 
     /// Starts a reconcile of `obj`: whatever a hook set outside a reconcile of it is no part

@@ -14,16 +14,16 @@ use kube::{
 use serde::Serialize;
 
 use crate::{
-    apply,
-    cache::Cache,
-    conditions,
+    apply, conditions,
     error::{Error, Result},
     failures::Backoff,
-    lifecycle::{self, Lifecycle},
+    lifecycle::{self, Hooks, Lifecycle},
     metrics::{Metrics, ReadyWhen},
     run::{self, WatchScope, Watched},
     settings::Flags,
 };
+
+pub use crate::{apply::MANAGED_BY_LABEL, cache::Cache};
 
 /// An operator, as its generated crate describes it to the runtime: its kinds, its flags and
 /// what its `operator.yaml` says about every reconcile.
@@ -87,7 +87,7 @@ macro_rules! children {
         $vis struct $name {
             $(
                 #[doc = concat!("The cached `", stringify!($kind), "` children.")]
-                pub $field: $crate::cache::Cache<$kind>,
+                pub $field: $crate::context::Cache<$kind>,
             )+
         }
 
@@ -99,7 +99,7 @@ macro_rules! children {
 
         $(
             impl $crate::context::CachedIn<$name> for $kind {
-                fn cache(children: &$name) -> &$crate::cache::Cache<Self> {
+                fn cache(children: &$name) -> &$crate::context::Cache<Self> {
                     &children.$field
                 }
             }
@@ -118,7 +118,7 @@ pub trait CachedIn<C>: Watched + Serialize {
 pub struct Context<O: Operator> {
     /// Client for the Kubernetes API.
     pub client: Client,
-    /// Reconcile metrics and readiness, served by [`crate::endpoints`].
+    /// Reconcile metrics and readiness, served on `/metrics`.
     pub metrics: Arc<Metrics>,
     /// How the operator runs: its flags, or their environment variables.
     pub settings: O::Settings,
@@ -196,21 +196,14 @@ impl<O: Operator> Context<O> {
     /// # Errors
     /// What a hook fails with, or the lifecycle's own failures (a namespaced object without a
     /// namespace, the finalizer's patches, the condition's write).
-    pub async fn reconcile<Apply, Applied, Cleanup, Cleaned>(
+    pub async fn reconcile(
         &self,
         obj: Arc<O::Primary>,
-        apply: Apply,
-        cleanup: Cleanup,
-    ) -> Result<Action>
-    where
-        Apply: FnOnce(Arc<O::Primary>) -> Applied,
-        Applied: Future<Output = Result<Action>>,
-        Cleanup: FnOnce(Arc<O::Primary>) -> Cleaned,
-        Cleaned: Future<Output = Result<Action>>,
-    {
+        hooks: impl Hooks<O::Primary, Error = Error>,
+    ) -> Result<Action> {
         self.children.ready().await;
         let api = run::object_api(&self.client, obj.as_ref())?;
-        self.lifecycle.reconcile(&api, obj, apply, cleanup).await
+        self.lifecycle.reconcile(&api, obj, hooks).await
     }
 
     /// Sets `obj`'s status to `status` through the `/status` subresource, writing only when a
@@ -422,7 +415,7 @@ mod tests {
         pod.metadata.namespace = None;
         let applied = |_| async { panic!("no hook runs") };
         let result = ctx
-            .reconcile(Arc::new(pod), applied, lifecycle::no_cleanup)
+            .reconcile(Arc::new(pod), (applied, lifecycle::no_cleanup))
             .await;
         let error = result.expect_err("a namespaced object without a namespace");
         assert!(!error.is_transient(), "{error}");

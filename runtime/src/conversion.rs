@@ -37,7 +37,9 @@ mod stream;
 
 #[cfg(test)]
 pub(crate) use serving::ANSWER_STALL;
-pub use serving::{CONVERSIONS_AT_ONCE, Conversions};
+#[cfg(test)]
+pub(crate) use serving::CONVERSIONS_AT_ONCE;
+pub use serving::Conversions;
 
 /// The storage version of a custom resource, which every other version converts to and from.
 pub trait Hub: Resource<DynamicType = ()> + Serialize + DeserializeOwned + Clone {

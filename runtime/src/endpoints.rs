@@ -18,7 +18,7 @@ pub fn router(metrics: Arc<Metrics>) -> Router {
         .with_state(metrics)
 }
 
-/// Serves the routes on `addr` until the process ends, under the [`ENDPOINTS`] limits.
+/// Serves the routes on `addr` until the process ends, under the `ENDPOINTS` limits.
 pub async fn serve(addr: SocketAddr, metrics: Arc<Metrics>) -> std::io::Result<()> {
     let listener = std::net::TcpListener::bind(addr)?;
     listener.set_nonblocking(true)?;

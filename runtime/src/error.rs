@@ -4,12 +4,22 @@
 
 use kube::runtime::finalizer;
 
-use crate::{Retryable, apply, conditions};
+use crate::{apply, conditions, metrics::Retryable};
 
 /// Everything a reconcile can fail with.
 ///
 /// A transient error (the API server, the network) is retried with backoff. A permanent one
 /// (an invalid spec) is not retried until the object changes.
+///
+/// ```
+/// use operator_gen_runtime::reconcile::Error;
+///
+/// // A hook that finds a spec it cannot act on says so once, rather than being retried.
+/// let invalid = Error::Permanent("spec.retention must be a duration".to_owned());
+/// assert!(!invalid.is_transient());
+/// // One that calls an outside system that timed out is retried with the object's backoff.
+/// assert!(Error::Transient("the backup store timed out".to_owned()).is_transient());
+/// ```
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// A Kubernetes API call failed.

@@ -7,7 +7,7 @@ use std::fmt::Display;
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::runtime::events::{Event, EventType, Recorder};
 
-use crate::Retryable;
+use crate::metrics::Retryable;
 
 /// The longest note published; the API server refuses an Event whose note is over 1 KiB.
 const NOTE_LIMIT: usize = 1024;

@@ -13,7 +13,7 @@ use std::{
 
 use kube::runtime::controller::Action;
 
-use crate::{Retryable, metrics::Metrics};
+use crate::metrics::{Metrics, Retryable};
 
 /// Per-object exponential backoff: `base` after the first failure, doubled per consecutive
 /// failure, capped at `max`.

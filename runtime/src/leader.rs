@@ -23,10 +23,6 @@ use tokio::{sync::watch, task::JoinHandle};
 
 use crate::{metrics::Metrics, settings::Common, shutdown::Shutdown};
 
-/// Seconds a leader holds the Lease without renewing it before another replica may take it,
-/// unless `--lease-seconds` says otherwise.
-pub const LEASE_SECONDS: u64 = 15;
-
 /// How many seconds before its Lease would expire a leader renews it: a third of the Lease, and
 /// at least 2 s, so that a short Lease is not lost to one slow request; always less than the
 /// Lease, as kube-lease-manager requires.
@@ -300,6 +296,7 @@ mod tests {
     use serde_json::{Value, json};
 
     use super::*;
+    use crate::settings::LEASE_SECONDS;
     use crate::{metrics::ReadyWhen, shutdown::Trigger};
 
     /// A fake Lease endpoint: the one Lease it keeps, and the paths it was asked for.

@@ -26,11 +26,10 @@ use kube::{
 use serde::{Serialize, de::DeserializeOwned};
 
 use crate::{
-    Retryable,
     conditions::{self, Conditions},
     events,
     failures::{Backoff, Outcomes},
-    metrics::Metrics,
+    metrics::{Metrics, Retryable},
     sharding::Replica,
 };
 
@@ -108,11 +107,11 @@ where
     }
 
     /// The operator's condition, if it keeps one.
-    pub fn conditions(&self) -> Option<&Conditions<K>> {
+    pub(crate) fn conditions(&self) -> Option<&Conditions<K>> {
         self.conditions.as_ref()
     }
 
-    /// Sets the operator's condition on `obj`, which `api` writes, as [`Conditions::set`]
+    /// Sets the operator's condition on `obj`, which `api` writes, as `Conditions::set`
     /// does; writes nothing and returns `false` for an operator that keeps no condition.
     ///
     /// # Errors
@@ -134,12 +133,12 @@ where
     /// Makes `replica` this lifecycle's shard (`--sharding`), once: the reconciles that
     /// follow keep to its fence and let its drained objects go. The lifecycles of an operator
     /// of several kinds share one replica. The shard it holds.
-    pub fn join_shard(&self, replica: Arc<Replica>) -> &Replica {
+    pub(crate) fn join_shard(&self, replica: Arc<Replica>) -> &Replica {
         self.shard.get_or_init(|| replica)
     }
 
     /// The shard this lifecycle keeps to, once it joined one.
-    pub fn shard(&self) -> Option<&Replica> {
+    pub(crate) fn shard(&self) -> Option<&Replica> {
         self.shard.get().map(Arc::as_ref)
     }
 
@@ -154,7 +153,7 @@ where
     }
 
     /// What to do after a reconcile of `key` failed with `error`: see
-    /// [`crate::failures::Failures::retry_action`].
+    /// `crate::failures::Failures::retry_action`.
     pub fn retry_action<E>(&self, key: &ObjectRef<K>, error: &E) -> Action
     where
         E: Retryable + std::fmt::Display,
@@ -172,22 +171,17 @@ where
     /// it is in flight on this replica while it moves. A condition write that fails turns a
     /// successful reconcile into a failed one, so it is retried until the condition says what
     /// happened.
-    pub async fn reconcile<E, Apply, Applied, Cleanup, Cleaned>(
+    pub async fn reconcile<H>(
         &self,
         api: &Api<K>,
         obj: Arc<K>,
-        apply: Apply,
-        cleanup: Cleanup,
-    ) -> Result<Action, E>
+        hooks: H,
+    ) -> Result<Action, H::Error>
     where
-        E: ReconcileError,
-        Apply: FnOnce(Arc<K>) -> Applied,
-        Applied: Future<Output = Result<Action, E>>,
-        Cleanup: FnOnce(Arc<K>) -> Cleaned,
-        Cleaned: Future<Output = Result<Action, E>>,
+        H: Hooks<K>,
     {
         let Some(shard) = self.shard.get() else {
-            return self.run_hooks(api, obj, apply, cleanup).await;
+            return self.run_hooks(api, obj, hooks).await;
         };
         let key = ObjectRef::from_obj(obj.as_ref());
         if !shard.holds() {
@@ -198,10 +192,7 @@ where
             tracing::info!(object = %key, "let go to another shard");
             return Ok(Action::await_change());
         }
-        match shard
-            .within_fence(self.run_hooks(api, obj, apply, cleanup))
-            .await
-        {
+        match shard.within_fence(self.run_hooks(api, obj, hooks)).await {
             Some(result) => result,
             None => {
                 // The fence closing ends this term; the next term's first list reconciles
@@ -214,19 +205,9 @@ where
 
     /// The hooks inside the finalizer, then the condition, the failure count, the metrics and
     /// the Event: [`Lifecycle::reconcile`] once the shard has let it through.
-    async fn run_hooks<E, Apply, Applied, Cleanup, Cleaned>(
-        &self,
-        api: &Api<K>,
-        obj: Arc<K>,
-        apply: Apply,
-        cleanup: Cleanup,
-    ) -> Result<Action, E>
+    async fn run_hooks<H>(&self, api: &Api<K>, obj: Arc<K>, hooks: H) -> Result<Action, H::Error>
     where
-        E: ReconcileError,
-        Apply: FnOnce(Arc<K>) -> Applied,
-        Applied: Future<Output = Result<Action, E>>,
-        Cleanup: FnOnce(Arc<K>) -> Cleaned,
-        Cleaned: Future<Output = Result<Action, E>>,
+        H: Hooks<K>,
     {
         let started = Instant::now();
         let key = ObjectRef::from_obj(obj.as_ref());
@@ -239,13 +220,13 @@ where
         let result = match &self.finalizer {
             Some(name) => finalizer(api, name, obj, |event| async move {
                 match event {
-                    finalizer::Event::Apply(obj) => apply(obj).await,
-                    finalizer::Event::Cleanup(obj) => cleanup(obj).await,
+                    finalizer::Event::Apply(obj) => hooks.apply(obj).await,
+                    finalizer::Event::Cleanup(obj) => hooks.cleanup(obj).await,
                 }
             })
             .await
-            .map_err(E::from),
-            None => apply(obj).await,
+            .map_err(H::Error::from),
+            None => hooks.apply(obj).await,
         };
         let result = match &self.conditions {
             Some(conditions) => match conditions.record(api, &observed, &result).await {
@@ -257,6 +238,62 @@ where
         self.outcomes.record(&key, started, &result);
         events::report(&self.recorder, &reference, &result, failed_before).await;
         result
+    }
+}
+
+/// The hooks an operator writes, which [`Lifecycle::reconcile`] runs inside what every
+/// reconcile goes through: `apply` for an object that lives, and `cleanup` for one being
+/// deleted (only with a finalizer; without one a deleted object is gone before a reconcile
+/// could see it). Each reconcile takes its hooks by value and calls one of them.
+///
+/// A pair of closures `(apply, cleanup)` is one, so a generated controller hands its
+/// reconciler's hooks over as `(apply, no_cleanup)`; so is any type of an operator's own.
+///
+/// ```
+/// use std::sync::Arc;
+///
+/// use k8s_openapi::api::core::v1::ConfigMap;
+/// use kube::runtime::controller::Action;
+/// use operator_gen_runtime::reconcile::{Error, Hooks, no_cleanup};
+///
+/// async fn apply(obj: Arc<ConfigMap>) -> Result<Action, Error> {
+///     // Read from caches, apply the children that differ, then wait for a change.
+///     let _ = obj;
+///     Ok(Action::await_change())
+/// }
+///
+/// fn hooks() -> impl Hooks<ConfigMap, Error = Error> {
+///     (apply, no_cleanup)
+/// }
+/// # let _ = hooks();
+/// ```
+pub trait Hooks<K>: Send {
+    /// What both hooks fail with.
+    type Error: ReconcileError;
+
+    /// Brings the world in line with `obj`, which lives.
+    fn apply(self, obj: Arc<K>) -> impl Future<Output = Result<Action, Self::Error>> + Send;
+
+    /// Cleans up after `obj`, which is being deleted, before its finalizer goes.
+    fn cleanup(self, obj: Arc<K>) -> impl Future<Output = Result<Action, Self::Error>> + Send;
+}
+
+impl<K, E, Apply, Applied, Cleanup, Cleaned> Hooks<K> for (Apply, Cleanup)
+where
+    E: ReconcileError,
+    Apply: FnOnce(Arc<K>) -> Applied + Send,
+    Applied: Future<Output = Result<Action, E>> + Send,
+    Cleanup: FnOnce(Arc<K>) -> Cleaned + Send,
+    Cleaned: Future<Output = Result<Action, E>> + Send,
+{
+    type Error = E;
+
+    fn apply(self, obj: Arc<K>) -> impl Future<Output = Result<Action, E>> + Send {
+        (self.0)(obj)
+    }
+
+    fn cleanup(self, obj: Arc<K>) -> impl Future<Output = Result<Action, E>> + Send {
+        (self.1)(obj)
     }
 }
 
@@ -392,7 +429,7 @@ mod tests {
     ) -> Result<Action, Failure> {
         let (apply, cleanup) = (|obj| probe.apply(obj), |obj| probe.cleanup(obj));
         lifecycle
-            .reconcile(api, Arc::new(object.clone()), apply, cleanup)
+            .reconcile(api, Arc::new(object.clone()), (apply, cleanup))
             .await
     }
 
@@ -554,7 +591,7 @@ mod tests {
             }
         };
         lifecycle
-            .reconcile(&api, Arc::new(object), sets_its_own, no_cleanup)
+            .reconcile(&api, Arc::new(object), (sets_its_own, no_cleanup))
             .await
             .expect("reconciled");
         drop((lifecycle, api, client));
@@ -630,7 +667,7 @@ mod tests {
             Ok::<_, Failure>(Action::await_change())
         };
         let action = lifecycle
-            .reconcile(&api, Arc::new(object.clone()), slow, no_cleanup)
+            .reconcile(&api, Arc::new(object.clone()), (slow, no_cleanup))
             .await;
         assert_eq!(action.expect("nothing failed"), Action::await_change());
         assert_eq!(finished.load(SeqCst), 0, "the hook was dropped mid-way");

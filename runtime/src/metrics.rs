@@ -35,10 +35,10 @@ use prometheus_client::{
     registry::Registry,
 };
 
-pub use crate::cache::Counted;
+use crate::cache::Counted;
 use crate::{
     cache::{CacheSizes, CacheSizesCollector},
-    client::API_REQUESTS,
+    client::{API_REQUESTS, RequestLabels},
     process::ProcessCollector,
 };
 
@@ -59,16 +59,9 @@ const VERBS: [&str; 7] = [
 
 /// Labels of the error counter: whether the error is retried.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct ErrorLabels {
+pub(crate) struct ErrorLabels {
     /// `transient` (retried with backoff) or `permanent` (waits for a change).
     pub kind: String,
-}
-
-/// Labels of the API request counter.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct RequestLabels {
-    /// The Kubernetes verb: `get`, `list`, `watch`, `create`, `update`, `patch` or `delete`.
-    pub verb: String,
 }
 
 /// Labels of the per-watch readiness gauge.
@@ -120,11 +113,11 @@ pub struct Metrics {
     /// The process's own metrics, under their conventional names (no `operator_` prefix).
     process: Registry,
     /// Reconciles run, successful or not.
-    pub reconciles: Counter,
+    pub(crate) reconciles: Counter,
     /// Failed reconciles by kind of error.
-    pub errors: Family<ErrorLabels, Counter>,
+    pub(crate) errors: Family<ErrorLabels, Counter>,
     /// How long reconciles take, in seconds.
-    pub duration: Histogram,
+    pub(crate) duration: Histogram,
     /// Webhook requests answered, by hook and outcome; registered only with webhooks, and
     /// described once [`Metrics::expect_webhook_answers`] names the hooks.
     webhook_requests: Family<WebhookLabels, Counter>,
@@ -159,6 +152,11 @@ pub struct Metrics {
 }
 
 impl Metrics {
+    /// Reconciles run so far, successful or not.
+    pub fn reconciles(&self) -> u64 {
+        self.reconciles.get()
+    }
+
     /// Metrics for an operator that is ready `ready_when`.
     pub fn new(ready_when: ReadyWhen) -> Self {
         let mut registry = Registry::with_prefix("operator");
@@ -367,7 +365,7 @@ impl Metrics {
     /// Serves how many objects `store` holds as the cache of `kind`, in place of an earlier
     /// cache of that kind, for as long as the returned guard lives: a term's cache is not
     /// kept alive, or counted, after the term.
-    pub fn count_cache<K>(&self, kind: &str, store: Store<K>) -> Counted
+    pub(crate) fn count_cache<K>(&self, kind: &str, store: Store<K>) -> Counted
     where
         K: Resource + Clone + Send + Sync + 'static,
         K::DynamicType: Eq + Hash + Clone + Send + Sync,

@@ -54,6 +54,11 @@ use crate::{
 pub(crate) mod lists;
 mod shared;
 
+pub use crate::{
+    leader::{Error as ElectionError, Term},
+    sharding::Error as ShardingError,
+};
+
 /// Where an operator watches: the whole cluster, or the namespace its client defaults to
 /// (`scope: Namespace` in `operator.yaml`, for an operator that holds only a Role).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -206,7 +211,7 @@ pub struct Watches<'a> {
     initial_list: InitialList,
     /// The owned kinds' caches, counted in the metrics for this term.
     counted: Mutex<Vec<Counted>>,
-    /// With one controller per primary kind in a term (see [`elected`]), the watches they
+    /// With one controller per primary kind in a term (see [`Elected`]), the watches they
     /// share, so each related kind is watched once; none when each watch is its controller's.
     shared: Option<shared::Shared>,
 }
@@ -294,6 +299,72 @@ impl<'a> Watches<'a> {
 }
 
 /// Runs an operator's controller: see the [module](self).
+///
+/// A whole operator, of ConfigMaps, owning nothing: what a generated crate's `main.rs`,
+/// `manifest.rs` and `controller.rs` hold between them.
+///
+/// ```no_run
+/// use std::{sync::Arc, time::Duration};
+///
+/// use k8s_openapi::api::core::v1::ConfigMap;
+/// use kube::runtime::{controller::Action, predicates};
+/// use operator_gen_runtime::{
+///     context::{Context, Operator},
+///     reconcile::{Backoff, Result, no_cleanup},
+///     run::{Options, Runner, Scope},
+///     settings::Common,
+///     telemetry::{self, ReadyWhen},
+/// };
+///
+/// /// What the operator is: its primary, its flags, what it owns and how it backs off.
+/// struct Labeller;
+///
+/// impl Operator for Labeller {
+///     type Primary = ConfigMap;
+///     type Settings = Common;
+///     type Children = ();
+///     const NAME: &'static str = "labeller";
+///     const BACKOFF: Backoff = Backoff {
+///         base: Duration::from_secs(1),
+///         max: Duration::from_secs(300),
+///     };
+///     const READY_WHEN: ReadyWhen = ReadyWhen::WatchesListed(1);
+/// }
+///
+/// /// How its controller runs: what triggers a reconcile, how many at once, where.
+/// const RUN: Options<ConfigMap> = Options {
+///     name: Labeller::NAME,
+///     changes: &[predicates::generation],
+///     concurrency: 16,
+///     debounce: Duration::ZERO,
+///     scope: Scope::Namespace,
+/// };
+///
+/// /// The operator's own hook: read from the context's caches, write what differs.
+/// async fn apply(obj: Arc<ConfigMap>, ctx: Arc<Context<Labeller>>) -> Result<Action> {
+///     let _ = (obj, ctx);
+///     Ok(Action::await_change())
+/// }
+///
+/// #[tokio::main]
+/// async fn main() -> Result<(), Box<dyn std::error::Error>> {
+///     let settings = Common::default(); // a binary parses its flags into this
+///     let _logging = telemetry::init(settings.log_format);
+///     let client = telemetry::counted().await?;
+///     let ctx = Arc::new(Context::<Labeller>::with_settings(client.clone(), settings.clone()));
+///     Runner::new(client, &RUN, &settings, "default")
+///         .run(
+///             ctx,
+///             |controller, _watches| controller,
+///             |obj, ctx| async move {
+///                 let hooks = (|obj| apply(obj, Arc::clone(&ctx)), no_cleanup);
+///                 ctx.reconcile(obj, hooks).await
+///             },
+///         )
+///         .await?;
+///     Ok(())
+/// }
+/// ```
 pub struct Runner<'a, K: 'static> {
     client: Client,
     options: &'a Options<K>,
@@ -364,15 +435,15 @@ where
             }
         };
         let flag = crate::settings::Sharding { on: self.sharding };
-        let sharding = Sharding::new(&self.client, name, self.pod_namespace, self.common, &flag)?;
+        let sharding = Shards::new(&self.client, name, self.pod_namespace, self.common, &flag)?;
         let sharding = sharding.join(&*ctx);
         sharding.run(election, &metrics, namespace, run_term).await
     }
 
     /// One term of this controller, until `leadership` ends, with the `watches` that
-    /// [`elected`] gives the term: for an operator that runs several, one per kind, in each
+    /// [`Elected`] gives the term: for an operator that runs several, one per kind, in each
     /// term of one election, sharing the watches of their related kinds. The runner's sharding
-    /// is not used: such an operator shards through the [`Sharding`] it gives [`elected`].
+    /// is not used: such an operator shards through the [`Shards`] it gives [`Elected`].
     pub async fn run_term<Ctx, E, Relate, Reconcile, Reconciled>(
         &self,
         ctx: Arc<Ctx>,
@@ -418,13 +489,13 @@ where
 
 /// How an operator of several kinds splits its objects between its replicas: not at all, or
 /// (`--sharding`) on one ring, where the sharder places the objects of every kind that
-/// [`Sharding::join`]s it and each kind's reconciles keep to this replica's shard.
-pub struct Sharding {
+/// [`Shards::join`]s it and each kind's reconciles keep to this replica's shard.
+pub struct Shards {
     replica: Option<Arc<Replica>>,
     kinds: Vec<ApiResource>,
 }
 
-impl Sharding {
+impl Shards {
     /// No sharding: every replica campaigns for one Lease, and the leader reconciles all.
     pub fn off() -> Self {
         Self {
@@ -434,7 +505,7 @@ impl Sharding {
     }
 
     /// This replica of the operator `name`, as the settings name it (`--pod-name`), with its
-    /// Lease in `pod_namespace`, when `flag` is on (`--sharding`); else [`Sharding::off`].
+    /// Lease in `pod_namespace`, when `flag` is on (`--sharding`); else [`Shards::off`].
     ///
     /// # Errors
     /// When this replica has no name, or one that cannot be a label value.
@@ -474,7 +545,7 @@ impl Sharding {
     }
 }
 
-impl Sharding {
+impl Shards {
     /// Runs `term` in every term of `election` or, sharded, in every term this replica's
     /// fence holds, beside the sharder of the kinds that joined, over their objects in
     /// `namespace` or in every namespace.
@@ -499,54 +570,107 @@ impl Sharding {
     }
 }
 
-impl Debug for Sharding {
+impl Debug for Shards {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let kinds: Vec<&str> = self.kinds.iter().map(|kind| kind.kind.as_str()).collect();
-        f.debug_struct("Sharding")
+        f.debug_struct("Shards")
             .field("shard", &self.replica.as_deref().map(Replica::name))
             .field("kinds", &kinds)
             .finish()
     }
 }
 
-/// Serves the metrics endpoints, then runs `run_term` in every term this replica leads (with
-/// leader election on the Lease `name` in `pod_namespace`), or with `sharding` in every term
-/// its shard's fence holds, until the operator is asked to stop: what [`Runner::run`] does
-/// for one controller, for an operator that runs several in each term through
-/// [`Runner::run_term`]. Each term's [`Watches`] are shared: the controllers that watch the
-/// same related kind the same way watch it once, and every owned kind's cache is filled once.
+/// Several controllers in each term of one election: what [`Runner::run`] does for one
+/// controller, for an operator that runs one per kind through [`Runner::run_term`]. It serves
+/// the metrics endpoints, then runs the terms while this replica leads (leader election on the
+/// Lease of the operator's name), or with [`Elected::shards`] in every term its shard's fence
+/// holds, until the operator is asked to stop. Each term's [`Watches`] are shared: the
+/// controllers that watch the same related kind the same way watch it once, and every owned
+/// kind's cache is filled once.
 ///
-/// # Errors
-/// The election's, when the Lease cannot be read or written for good.
-#[expect(
-    clippy::too_many_arguments,
-    reason = "what an operator's run needs, each from a different place"
-)]
-pub async fn elected<F>(
+/// ```no_run
+/// # async fn run(client: kube::Client, settings: &operator_gen_runtime::settings::Common) -> Result<(), operator_gen_runtime::run::ElectionError> {
+/// use std::sync::Arc;
+/// use operator_gen_runtime::{run::{Elected, Scope, Term, Watches}, telemetry::{Metrics, ReadyWhen}};
+///
+/// let metrics = Arc::new(Metrics::new(ReadyWhen::WatchesListed(2)));
+/// Elected::new(client, "my-operator", settings, "my-operator-system")
+///     .scope(Scope::Namespace)
+///     .run(&metrics, async |term: &Term, watches: &Watches<'_>| {
+///         // One `Runner::run_term` per kind, joined.
+///     })
+///     .await
+/// # }
+/// ```
+pub struct Elected<'a> {
     client: Client,
-    name: &str,
+    name: &'a str,
+    common: &'a Common,
+    pod_namespace: &'a str,
     scope: Scope,
-    pod_namespace: &str,
-    common: &Common,
-    metrics: &Arc<Metrics>,
-    sharding: Sharding,
-    run_term: F,
-) -> Result<(), leader::Error>
-where
-    F: AsyncFn(&leader::Term, &Watches<'_>),
-{
-    endpoints::spawn(common.metrics_addr, metrics);
-    let namespace = scope.namespace(&client);
-    let election = Election::new(client.clone(), name, pod_namespace, common);
-    let shard = sharding.replica.as_deref();
-    let (client, run_term) = (&client, &run_term);
-    let term = |leadership: leader::Term| async move {
-        let mut watches =
-            Watches::new(client, metrics, namespace, name, shard, common.initial_list);
-        watches.shared = Some(shared::Shared::default());
-        run_term(&leadership, &watches).await;
-    };
-    sharding.run(election, metrics, namespace, term).await
+    shards: Shards,
+}
+
+impl<'a> Elected<'a> {
+    /// The operator `name` (its Lease and field manager), with the common settings and the
+    /// Lease's namespace (the pod's own). It watches every namespace and is not sharded until
+    /// [`Elected::scope`] and [`Elected::shards`] say otherwise.
+    pub fn new(client: Client, name: &'a str, common: &'a Common, pod_namespace: &'a str) -> Self {
+        Self {
+            client,
+            name,
+            common,
+            pod_namespace,
+            scope: Scope::Cluster,
+            shards: Shards::off(),
+        }
+    }
+
+    /// The same, watching where `scope` says.
+    #[must_use]
+    pub fn scope(mut self, scope: Scope) -> Self {
+        self.scope = scope;
+        self
+    }
+
+    /// The same, splitting the objects of the kinds that joined `shards` between the
+    /// replicas.
+    #[must_use]
+    pub fn shards(mut self, shards: Shards) -> Self {
+        self.shards = shards;
+        self
+    }
+
+    /// Runs `run_term` in every term, with the term and its shared watches, until SIGTERM or
+    /// Ctrl+C.
+    ///
+    /// # Errors
+    /// The election's, when the Lease cannot be read or written for good.
+    pub async fn run<F>(self, metrics: &Arc<Metrics>, run_term: F) -> Result<(), leader::Error>
+    where
+        F: AsyncFn(&leader::Term, &Watches<'_>),
+    {
+        let Self {
+            client,
+            name,
+            common,
+            pod_namespace,
+            scope,
+            shards,
+        } = self;
+        endpoints::spawn(common.metrics_addr, metrics);
+        let namespace = scope.namespace(&client);
+        let election = Election::new(client.clone(), name, pod_namespace, common);
+        let shard = shards.replica.as_deref();
+        let (client, run_term) = (&client, &run_term);
+        let term = |leadership: leader::Term| async move {
+            let mut watches =
+                Watches::new(client, metrics, namespace, name, shard, common.initial_list);
+            watches.shared = Some(shared::Shared::default());
+            run_term(&leadership, &watches).await;
+        };
+        shards.run(election, metrics, namespace, term).await
+    }
 }
 
 /// What every term of a [`Runner`] runs with.
@@ -777,28 +901,28 @@ mod tests {
         let (pods, config_maps) = (kind_context::<Pod>(&client), kind_context(&client));
         let unnamed = Common::default();
         let [flag_off, flag_on] = [false, true].map(|on| crate::settings::Sharding { on });
-        let off = Sharding::new(&client, OPTIONS.name, "ops", &unnamed, &flag_off);
+        let off = Shards::new(&client, OPTIONS.name, "ops", &unnamed, &flag_off);
         let off = off.expect("no name needed").join(&pods).join(&config_maps);
         assert!(off.replica.is_none() && off.kinds.is_empty());
         assert!(
             pods.0.shard().is_none(),
             "unsharded, its reconciles run as ever"
         );
-        let refused = Sharding::new(&client, OPTIONS.name, "ops", &unnamed, &flag_on);
+        let refused = Shards::new(&client, OPTIONS.name, "ops", &unnamed, &flag_on);
         assert!(matches!(refused, Err(sharding::Error::Unnamed)));
 
         let named = Common {
             pod_name: Some("widget-0".to_owned()),
             ..Common::default()
         };
-        let on = Sharding::new(&client, OPTIONS.name, "ops", &named, &flag_on).expect("named");
+        let on = Shards::new(&client, OPTIONS.name, "ops", &named, &flag_on).expect("named");
         let on = on
             .join(&pods)
             .join::<ConfigMap, _>(&config_maps)
             .join(&pods);
         assert_eq!(
             format!("{on:?}"),
-            r#"Sharding { shard: Some("widget-0"), kinds: ["Pod", "ConfigMap"] }"#,
+            r#"Shards { shard: Some("widget-0"), kinds: ["Pod", "ConfigMap"] }"#,
             "the sharder places both, each once"
         );
         let replica = on.replica.as_deref().expect("sharded");
@@ -814,7 +938,7 @@ mod tests {
         let mut pod = pod(None, &[], "a");
         pod.metadata.name = Some("web".to_owned());
         let error = object_api(&client, &pod).expect_err("a pod without namespace");
-        assert!(!crate::Retryable::is_transient(&error), "{error}");
+        assert!(!crate::metrics::Retryable::is_transient(&error), "{error}");
         assert_eq!(error.to_string(), "Pod web has no namespace");
         pod.metadata.namespace = Some("team-a".to_owned());
         let api = object_api(&client, &pod).expect("namespaced");

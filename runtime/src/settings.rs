@@ -27,6 +27,10 @@ use kube::runtime::watcher::{self, InitialListStrategy, ListSemantic};
 /// Where `/metrics`, `/healthz` and `/readyz` are served unless told otherwise.
 pub const METRICS_ADDR: SocketAddr = SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 8080);
 
+/// Seconds a leader holds the Lease without renewing it before another replica may take it,
+/// unless `--lease-seconds` says otherwise.
+pub const LEASE_SECONDS: u64 = 15;
+
 /// The settings of logging, telemetry and leader election; the log filter itself is
 /// `RUST_LOG` (default `info`).
 #[derive(Debug, Clone, PartialEq, Eq, clap::Args)]
@@ -50,7 +54,7 @@ pub struct Common {
     #[arg(
         long,
         env = "LEASE_SECONDS",
-        default_value_t = crate::leader::LEASE_SECONDS,
+        default_value_t = LEASE_SECONDS,
         value_parser = clap::value_parser!(u64).range(3..=3600),
     )]
     pub lease_seconds: u64,
@@ -75,7 +79,7 @@ impl Default for Common {
             metrics_addr: METRICS_ADDR,
             leader_election: false,
             pod_name: None,
-            lease_seconds: crate::leader::LEASE_SECONDS,
+            lease_seconds: LEASE_SECONDS,
             initial_list: InitialList::default(),
         }
     }
@@ -281,7 +285,7 @@ mod tests {
             assert!(!flags.common.leader_election);
         }
         if std::env::var_os("LEASE_SECONDS").is_none() {
-            assert_eq!(flags.common.lease_seconds, crate::leader::LEASE_SECONDS);
+            assert_eq!(flags.common.lease_seconds, LEASE_SECONDS);
         }
         if std::env::var_os("INITIAL_LIST").is_none() {
             assert_eq!(flags.common.initial_list, InitialList::Streaming);

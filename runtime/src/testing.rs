@@ -310,7 +310,7 @@ pub fn assert_round_trips<K: Serialize + serde::de::DeserializeOwned>(object: &K
     assert_eq!(again, json, "the object changed on a round trip");
 }
 
-/// Asserts that `seen` is what [`crate::apply::apply_owned`] sends for `child`: a server-side
+/// Asserts that `seen` is what `crate::apply::apply_owned` sends for `child`: a server-side
 /// apply to the child's own path, forced, as `field_manager`, labelled as managed by it, with
 /// `owner` as the child's only owner and its controller.
 pub fn assert_owned_apply<P, C>(seen: &Seen, owner: &P, child: &C, field_manager: &str)

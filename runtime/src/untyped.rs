@@ -12,7 +12,7 @@
 //!
 //! ```
 //! use kube::{Resource, core::NamespaceResourceScope};
-//! use operator_gen_runtime::untyped::{Definition, Untyped};
+//! use operator_gen_runtime::kinds::{Definition, Untyped};
 //!
 //! /// Where cert-manager's `Certificate` lives.
 //! enum CertificateDefinition {}

@@ -1,15 +1,17 @@
 //! The routes of an operator's webhooks, as its `operator.yaml` declares them: each admission
 //! hook and the conversion at its own path, each under the body cap that fits it, every answer
-//! counted. A generated crate names the paths and its hooks; [`crate::webhook_server::serve`]
+//! counted. A generated crate names the paths and its hooks; [`crate::webhooks::serve`]
 //! serves the routes over HTTPS.
 //!
 //! ```
 //! # use std::sync::Arc;
 //! # use k8s_openapi::api::core::v1::ConfigMap;
 //! use operator_gen_runtime::{
-//!     admission::{Admission, Hook},
-//!     metrics::{Metrics, ReadyWhen},
-//!     webhook_routes::Routes,
+//!     telemetry::{Metrics, ReadyWhen},
+//!     webhooks::{
+//!         Routes,
+//!         admission::{Admission, Hook},
+//!     },
 //! };
 //!
 //! struct Hooks;
@@ -40,7 +42,8 @@ use axum::{
 use kube::Resource;
 use serde::{Serialize, de::DeserializeOwned};
 
-pub use crate::admission::MAX_REVIEW_BYTES;
+#[cfg(test)]
+use crate::admission::MAX_REVIEW_BYTES;
 use crate::{
     admission::{self, Admission, Admissions, Hook, Hooked},
     conversion::{Conversions, Hub},
@@ -70,10 +73,10 @@ impl Routes {
     }
 
     /// Answers `hook` of `admission` for objects of `K` at `path`, reading reviews of at most
-    /// [`MAX_REVIEW_BYTES`]. Each answer it can give is a series from the start, at zero.
+    /// [`MAX_REVIEW_BYTES`](crate::admission::MAX_REVIEW_BYTES). Each answer it can give is a series from the start, at zero.
     ///
     /// Added again at the same path for another kind, the one webhook admits both: each review
-    /// goes to the hooks of the kind it names (see [`Hooked`]).
+    /// goes to the hooks of the kind it names (see `Hooked`).
     ///
     /// # Panics
     ///
@@ -103,7 +106,7 @@ impl Routes {
 
     /// Converts objects through hub `H` at `path`, reading reviews of at most `max_bytes`: the
     /// API server sends a whole list in one review, so the cap is the operator's flag, and the
-    /// reviews are converted in turn (see [`Conversions`]).
+    /// reviews are converted in turn (see `Conversions`).
     pub fn conversion<H: Hub + 'static>(self, path: &str, max_bytes: usize) -> Self {
         let conversions = Conversions::new(max_bytes, &self.metrics, self.turns.clone());
         let route = post(

@@ -158,10 +158,10 @@ pub fn older_trips_through_the_hub<H: Hub>(older: &Value) {
 }
 
 /// Checks every promise above for `Older`, one older version of hub `H`, on objects with every
-/// field their schemas declare ([`full`]): the hub goes down to `Older` and back, edited there
-/// or not ([`hub_trips_through`]), an object of `Older` goes up and back
-/// ([`older_trips_through_the_hub`]), and a review asking for `Older` is answered
-/// ([`answers_recorded_review`]).
+/// field their schemas declare (`full`): the hub goes down to `Older` and back, edited there
+/// or not (`hub_trips_through`), an object of `Older` goes up and back
+/// (`older_trips_through_the_hub`), and a review asking for `Older` is answered
+/// (`answers_recorded_review`).
 ///
 /// # Panics
 /// When any of them does not hold.

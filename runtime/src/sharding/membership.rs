@@ -9,10 +9,10 @@ use tokio::time::Instant;
 use super::labels::is_label_value;
 
 /// The longest a shard's Lease counts for, whatever duration it names: the replicas' own
-/// ([`crate::leader::LEASE_SECONDS`]). The sharder cannot tell who wrote a Lease with the
+/// ([`crate::settings::LEASE_SECONDS`]). The sharder cannot tell who wrote a Lease with the
 /// ring's label; capped, a Lease no replica renews leaves the ring within one duration, however
 /// long a duration it claims.
-pub(crate) const LONGEST_LEASE: Duration = Duration::from_secs(crate::leader::LEASE_SECONDS);
+pub(crate) const LONGEST_LEASE: Duration = Duration::from_secs(crate::settings::LEASE_SECONDS);
 
 /// What the sharder last saw of one shard's Lease.
 #[derive(Debug, Clone, PartialEq)]
@@ -145,6 +145,7 @@ impl Membership {
     }
 
     /// The live shards at `now`, by name.
+    #[cfg(test)]
     pub fn live(&self, now: Instant) -> Vec<&str> {
         self.leases
             .keys()

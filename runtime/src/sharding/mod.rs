@@ -43,7 +43,7 @@ pub use labels::{Decision, Labels, Placement, SHARD_LABEL_PREFIX};
 pub use member::Member;
 pub use membership::{Fence, Membership};
 pub use replica::{Replica, run_sharded};
-pub use ring::{Assignment, ObjectKey, Ring, VIRTUAL_NODES};
+pub use ring::{Assignment, ObjectKey, Ring};
 pub use sharder::{ObjectId, Relabel, Sharder};
 
 /// The label on every shard's Lease naming the operator (the ring) it is a member of; the

@@ -47,7 +47,7 @@ pub trait Assignment {
     fn shard_for(&self, key: &ObjectKey<'_>) -> Option<&str>;
 }
 
-/// Consistent hashing over a set of shards: [`VIRTUAL_NODES`] points per shard on a 64-bit
+/// Consistent hashing over a set of shards: `VIRTUAL_NODES` points per shard on a 64-bit
 /// ring, and each object goes to the first point at or after its own. A shard that joins or
 /// leaves moves only the objects between its points and their neighbours.
 #[derive(Debug, Clone, Default)]

@@ -9,7 +9,9 @@ use k8s_openapi::{api::coordination::v1::Lease, apimachinery::pkg::apis::meta::v
 use serde_json::Value;
 use tokio::time::Instant;
 
-use super::{Assignment, Decision, Labels, Membership, ObjectKey, Placement, Ring};
+#[cfg(test)]
+use super::Assignment;
+use super::{Decision, Labels, Membership, ObjectKey, Placement, Ring};
 
 /// A label write the sharder asks for: a merge patch of one object's metadata, conditional
 /// on the `resourceVersion` it was decided on.
@@ -88,11 +90,13 @@ impl Sharder {
     }
 
     /// The shards on the ring since the last [`Sharder::refresh`].
+    #[cfg(test)]
     pub fn shards(&self) -> &[String] {
         self.ring.shards()
     }
 
     /// How many objects the sharder tracks.
+    #[cfg(test)]
     pub fn objects(&self) -> usize {
         self.objects.len()
     }
@@ -207,7 +211,8 @@ impl Sharder {
         })
     }
 
-    /// Where the ring puts an object of `kind`, for tests and logs.
+    /// Where the ring puts an object of `kind`, for tests.
+    #[cfg(test)]
     pub fn shard_for(&self, kind: usize, namespace: Option<&str>, name: &str) -> Option<&str> {
         self.ring.shard_for(&self.key(kind, namespace, name))
     }

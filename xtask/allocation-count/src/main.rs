@@ -75,7 +75,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     // Read while the controller and its caches still live, converged.
     let heap = runtime.block_on(converge(Arc::clone(&mock), primaries))?;
     let seconds = started.elapsed().as_secs_f64();
-    let rss = operator_gen_runtime::process::Reading::now().map_or(0, |r| r.resident_bytes);
+    let rss = operator_gen_runtime::telemetry::Reading::now().map_or(0, |r| r.resident_bytes);
     println!(
         "{}",
         json!({
@@ -159,7 +159,7 @@ async fn converge(
     let ctx = Arc::new(Context::with_settings(client, settings));
     let run = controller::run_with(Arc::clone(&ctx), Operator::default());
     let done = async {
-        while ctx.metrics.reconciles.get() < 2 * n as u64 {
+        while ctx.metrics.reconciles() < 2 * n as u64 {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     };
@@ -168,7 +168,7 @@ async fn converge(
         () = done => Ok(dhat::HeapStats::get()),
         () = tokio::time::sleep(TIMEOUT) => Err(format!(
             "only {} of {} reconciles in {TIMEOUT:?}",
-            ctx.metrics.reconciles.get(),
+            ctx.metrics.reconciles(),
             2 * n
         ).into()),
     }

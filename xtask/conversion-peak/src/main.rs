@@ -17,7 +17,7 @@ use std::io::Write as _;
 use backup_controller::conversion::Hub;
 use conversion_peak::{conversion_review, peak_kib};
 use kube::core::conversion::{ConversionRequest, ConversionResponse, ConversionReview};
-use operator_gen_runtime::conversion::{convert, review};
+use operator_gen_runtime::internals::{conversion_review as review, convert};
 
 /// The review decoded whole, converted into a list, and the answer encoded whole.
 fn whole(body: &[u8]) -> Result<usize, String> {
@@ -46,7 +46,7 @@ fn main() -> Result<(), String> {
     match way.as_str() {
         "streamed" => {
             let outcome = review::<Hub>(&body, &mut std::io::sink()).map_err(|e| e.to_string())?;
-            if outcome != operator_gen_runtime::webhook_server::Outcome::Converted {
+            if outcome != operator_gen_runtime::webhooks::Answer::Converted {
                 return Err(format!("the review was answered {outcome:?}"));
             }
         }

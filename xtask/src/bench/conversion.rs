@@ -7,7 +7,7 @@
 use anyhow::{Context as _, Result};
 use backup_controller::conversion::Hub;
 use kube::core::conversion::{ConversionRequest, ConversionResponse, ConversionReview};
-use operator_gen_runtime::conversion::{convert, review};
+use operator_gen_runtime::internals::{conversion_review as review, convert};
 use serde_json::{Value, json};
 
 use super::{

@@ -11,7 +11,7 @@ use kube::core::{
     DynamicObject,
     admission::{AdmissionRequest, AdmissionResponse, AdmissionReview},
 };
-use operator_gen_runtime::admission::{Hook, review};
+use operator_gen_runtime::{internals::admission_review as review, webhooks::admission::Hook};
 use serde_json::json;
 
 use super::Row;

@@ -25,10 +25,9 @@ use kube::{
     api::{ApiResource, DeleteParams, ListParams, ObjectMeta, Patch, PatchParams, PostParams},
     runtime::watcher::{self, Event, watcher},
 };
-use operator_gen_runtime::{
-    backoff::RetryExt,
+use operator_gen_runtime::internals::{
+    RetryExt, Shutdown, Trigger,
     sharding::{Assignment, Fence, Labels, Member, ObjectKey, Ring, run_sharder},
-    shutdown::{Shutdown, Trigger},
 };
 use tokio::{sync::watch, task::JoinHandle, time::Instant};
 

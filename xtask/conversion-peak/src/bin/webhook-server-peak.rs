@@ -16,9 +16,9 @@ use std::{io::Write as _, net::SocketAddr, sync::Arc};
 
 use conversion_peak::{conversion_review, peak_kib};
 use operator_gen_runtime::{
-    connections::{Capped, WEBHOOKS},
-    metrics::{Metrics, ReadyWhen},
+    internals::{Capped, WEBHOOKS},
     settings::Conversion,
+    telemetry::{Metrics, ReadyWhen},
 };
 use serde_json::json;
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
