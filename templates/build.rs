@@ -1,3 +1,7 @@
+//! Embeds the templates, each `.tera` file of this folder by its path in it, into
+//! `$OUT_DIR/templates.rs`, so that which templates exist is the folder's business and the
+//! generator's table (`operator_gen::render`) is the only one written by hand.
+//!
 //! Embeds operator-gen-runtime's source, which a generated crate carries a copy of in
 //! `vendor/operator-gen-runtime/`, so that the installed command writes the exact runtime it
 //! was built with.
@@ -22,6 +26,7 @@ use std::{
 fn main() {
     let here = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets it"));
     let out = PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets it"));
+    embed_templates(&here, &out);
     let runtime = here.join("runtime");
     let src = runtime.join("src");
     // Both the links and what they lead to: an edit in ../runtime changes the files behind the
@@ -39,7 +44,7 @@ fn main() {
     }
 
     let mut sources = Vec::new();
-    rust_files(&src, &src, &mut sources);
+    files_ending(&src, &src, ".rs", &[], &mut sources);
     sources.sort();
     assert!(
         sources.iter().any(|(path, _)| path == "lib.rs"),
@@ -71,28 +76,53 @@ fn main() {
         .expect("writing into OUT_DIR");
 }
 
+/// Writes the table of every `.tera` file below `here` (but not the runtime's folder, which
+/// holds none), `(path with / separators, text)`, sorted by path.
+fn embed_templates(here: &Path, out: &Path) {
+    println!("cargo::rerun-if-changed={}", here.display());
+    let mut templates = Vec::new();
+    files_ending(here, here, ".tera", &["runtime", "src"], &mut templates);
+    templates.sort();
+    let mut table = String::from("&[\n");
+    for (name, file) in &templates {
+        let file = file.to_str().expect("a UTF-8 path to the templates");
+        writeln!(table, "    ({name:?}, include_str!({file:?})),").expect("writing a String");
+    }
+    table.push(']');
+    std::fs::write(out.join("templates.rs"), table).expect("writing into OUT_DIR");
+}
+
 fn read(path: &Path) -> String {
     std::fs::read_to_string(path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()))
 }
 
-/// Every `.rs` file below `dir`, as its path relative to `root` with `/` separators and the
-/// file itself.
-fn rust_files(root: &Path, dir: &Path, found: &mut Vec<(String, PathBuf)>) {
+/// Every file below `dir` whose name ends with `suffix`, as its path relative to `root` with
+/// `/` separators and the file itself; the folders `skipped` directly below `root` are not
+/// entered.
+fn files_ending(
+    root: &Path,
+    dir: &Path,
+    suffix: &str,
+    skipped: &[&str],
+    found: &mut Vec<(String, PathBuf)>,
+) {
     let entries =
         std::fs::read_dir(dir).unwrap_or_else(|e| panic!("reading {}: {e}", dir.display()));
     for entry in entries {
         let path = entry.expect("a readable entry").path();
+        let name = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or_default();
         if path.is_dir() {
-            rust_files(root, &path, found);
-        } else if path.extension().is_some_and(|e| e == "rs") {
+            if !(dir == root && skipped.contains(&name)) {
+                files_ending(root, &path, suffix, skipped, found);
+            }
+        } else if name.ends_with(suffix) {
             let relative = path.strip_prefix(root).expect("below the root");
             let parts: Vec<&str> = relative
                 .components()
-                .map(|c| {
-                    c.as_os_str()
-                        .to_str()
-                        .expect("a UTF-8 file name in the runtime")
-                })
+                .map(|c| c.as_os_str().to_str().expect("a UTF-8 file name"))
                 .collect();
             found.push((parts.join("/"), path));
         }

@@ -282,7 +282,7 @@ fn field(path: &str) -> String {
 /// none, and need neither converting to JSON nor compiling.
 pub fn has_rules(schema: &JSONSchemaProps) -> bool {
     schema.x_kubernetes_validations.is_some()
-        || crate::rust_types::subschemas(schema)
+        || crate::schema_tree::subschemas(schema)
             .chain(schema.not.as_deref())
             .any(has_rules)
 }

@@ -36,7 +36,13 @@ use rustix::{
     io::Errno,
 };
 
-use crate::{error::shown, limits};
+use crate::{limits, text::shown};
+
+/// The crate's own manifest, in its folder.
+pub const MANIFEST: &str = "operator.yaml";
+
+/// The file a CRD read from stdin is saved as, beside the manifest that names it.
+pub const SAVED_CRD: &str = "crd.yaml";
 
 /// What can go wrong below the crate folder.
 #[derive(Debug, thiserror::Error)]

@@ -294,7 +294,7 @@ fn check_total_properties(
         .enumerate()
         .filter(|(i, v)| *i == version_index || v.served)
         .filter_map(|(_, v)| v.schema.as_ref()?.open_api_v3_schema.as_ref())
-        .map(crate::rust_types::count_properties)
+        .map(crate::schema_tree::count_properties)
         .sum();
     if total <= limits::MAX_SCHEMA_PROPERTIES {
         return Ok(());

@@ -1,13 +1,8 @@
 //! The one error type of the generator, with the context a person needs to act on it.
 
-use std::{fmt::Display, path::PathBuf};
+use std::path::PathBuf;
 
-/// `value` as one line of printable text: input reaches messages (a path, a field name, a
-/// parser's complaint quoting the input), and a message must not be able to rewrite the
-/// terminal it is printed on or pass for more than one line.
-pub(crate) fn shown(value: &dyn Display) -> String {
-    crate::text::Text::new(value.to_string()).comment()
-}
+use crate::text::shown;
 
 /// Everything that can stop a generation run.
 ///

@@ -39,6 +39,7 @@ pub mod scaffold;
 pub mod schema_check;
 pub mod schema_path;
 pub mod schema_sample;
+mod schema_tree;
 pub mod text;
 pub mod vendor;
 pub mod write_plan;
@@ -176,13 +177,13 @@ fn generate_here(request: &Request) -> Result<Generated> {
         .owns
         .iter()
         .enumerate()
-        .map(|(i, o)| (format!("owns[{i}]"), &o.kind, &o.crd))
+        .map(|(i, o)| (manifest::Owned::field(i), &o.kind, &o.crd))
         .chain(
             manifest
                 .watches
                 .iter()
                 .enumerate()
-                .map(|(i, w)| (format!("watches[{i}]"), &w.kind, &w.crd)),
+                .map(|(i, w)| (manifest::Watched::field(i), &w.kind, &w.crd)),
         );
     let mut related = Vec::new();
     for (field, kind, crd) in named {

@@ -259,6 +259,29 @@ pub enum Predicate {
     Annotations,
 }
 
+/// Where an entry of one of `operator.yaml`'s lists sits, as messages name it (`owns[2]`),
+/// formatted here alone, so that loading, checking and modelling name an entry alike.
+impl Owned {
+    /// `owns[index]`.
+    pub fn field(index: usize) -> String {
+        format!("owns[{index}]")
+    }
+}
+
+impl Watched {
+    /// `watches[index]`.
+    pub fn field(index: usize) -> String {
+        format!("watches[{index}]")
+    }
+}
+
+impl External {
+    /// `external[index]`.
+    pub fn field(index: usize) -> String {
+        format!("external[{index}]")
+    }
+}
+
 impl Manifest {
     /// Reads and parses a manifest file, reading at most [`MAX_MANIFEST_BYTES`] so that a
     /// wrong path (`/dev/zero`, a large binary) fails at once instead of filling memory.

@@ -22,11 +22,7 @@ use crate::{
     write_plan::{Ownership, PlannedFile},
 };
 
-/// The file a CRD read from stdin is saved as, beside the manifest that names it.
-pub const SAVED_CRD: &str = "crd.yaml";
-
-/// The crate's own manifest, in its folder.
-pub const MANIFEST: &str = "operator.yaml";
+pub use crate::crate_dir::{MANIFEST, SAVED_CRD};
 
 /// The `operator.yaml` of a crate named `name` whose primary is `primary`, and whose runtime
 /// is the folder `runtime` when given. Every value goes through the YAML serializer, so text

@@ -243,7 +243,13 @@ pub fn render(operator: &Operator) -> Result<Plan> {
     if operator.krate.runtime == RuntimeSource::Vendored {
         files.extend(vendored(&operator.krate.provenance));
     }
-    Plan::new(files)
+    Ok(Plan::new(files)?.may_also_write(outputs()))
+}
+
+/// A plan of no files that may have written any template's output: what a recovery of a
+/// crate folder trusts a journal to name.
+pub fn any_output() -> Plan {
+    Plan::default().may_also_write(outputs())
 }
 
 /// The vendored runtime's files ([`crate::vendor`]): each the runtime's own text under a

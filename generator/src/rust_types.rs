@@ -19,6 +19,7 @@ use crate::{
     crd_document::SelectedCrd,
     error::{Error, Result},
     naming,
+    schema_tree::count_properties,
     text::{Code, Ident, Text},
 };
 
@@ -129,32 +130,6 @@ pub fn generate_version(selected: &SelectedCrd, index: usize) -> Result<RustType
 fn normalize(mut schema: JSONSchemaProps, warnings: &mut Vec<String>) -> JSONSchemaProps {
     normalize_in_place(&mut schema, "", warnings);
     schema
-}
-
-/// Every property `schema` declares, in nested objects, items, map values and alternatives.
-pub(crate) fn count_properties(schema: &JSONSchemaProps) -> usize {
-    schema.properties.as_ref().map_or(0, |p| p.len())
-        + subschemas(schema).map(count_properties).sum::<usize>()
-}
-
-/// The schemas directly below `schema`: its properties, items, map values and `oneOf`,
-/// `anyOf` and `allOf` alternatives (not `not`, which describes what a value must not be).
-pub(crate) fn subschemas(schema: &JSONSchemaProps) -> impl Iterator<Item = &JSONSchemaProps> {
-    let properties = schema.properties.iter().flat_map(|p| p.values());
-    let items = match &schema.items {
-        Some(JSONSchemaPropsOrArray::Schema(item)) => vec![item.as_ref()],
-        Some(JSONSchemaPropsOrArray::Schemas(items)) => items.iter().collect(),
-        None => Vec::new(),
-    };
-    let values = match &schema.additional_properties {
-        Some(JSONSchemaPropsOrBool::Schema(value)) => Some(value.as_ref()),
-        _ => None,
-    };
-    let alternatives = [&schema.one_of, &schema.any_of, &schema.all_of]
-        .into_iter()
-        .flatten()
-        .flatten();
-    properties.chain(items).chain(values).chain(alternatives)
 }
 
 /// The `type` values of OpenAPI v3 that a structural schema may use, and `date`, which

@@ -52,7 +52,7 @@ pub struct NewOperator {
 /// (which removes everything that `new` wrote), so the same command starts over, and a
 /// crate that was complete but for its leftovers is refused with the command to regenerate.
 pub fn create(new: &NewOperator) -> Result<(Generated, Report)> {
-    crate::write_plan::recover(&new.dir)?;
+    crate::write_plan::recover(&new.dir, &crate::render::any_output())?;
     if is_occupied(&new.dir) {
         return Err(Error::Occupied {
             dir: new.dir.clone(),

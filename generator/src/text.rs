@@ -21,6 +21,13 @@ use std::fmt;
 
 use serde::{Serialize, Serializer};
 
+/// `value` as one line of printable text: input reaches messages (a path, a field name, a
+/// parser's complaint quoting the input), and a message must not be able to rewrite the
+/// terminal it is printed on or pass for more than one line.
+pub(crate) fn shown(value: &dyn fmt::Display) -> String {
+    Text::new(value.to_string()).comment()
+}
+
 /// Serializes `text` as a Tera safe string: printed as it is, where a plain string would be
 /// refused. Outside Tera it is an ordinary string.
 fn safe<S: Serializer>(text: &str, serializer: S) -> Result<S::Ok, S::Error> {

@@ -168,7 +168,7 @@ pub(super) fn resolve(
     };
     let mut owns = Vec::new();
     for (i, owned) in manifest.owns.iter().enumerate() {
-        let field = format!("owns[{i}]");
+        let field = crate::manifest::Owned::field(i);
         let RelatedKind { related, .. } =
             resolver.related(&field, &owned.kind, owned.crd.is_some())?;
         if owns.iter().any(|o: &Related| o.kind == related.kind) {
@@ -191,7 +191,7 @@ pub(super) fn resolve(
     }
     let mut watches = Vec::new();
     for (i, watched) in manifest.watches.iter().enumerate() {
-        let field = format!("watches[{i}]");
+        let field = crate::manifest::Watched::field(i);
         let kind = resolver.related(&field, &watched.kind, watched.crd.is_some())?;
         let related = &kind.related;
         if watches
@@ -448,7 +448,7 @@ fn external(manifest: &Manifest, bad: Bad) -> Result<Vec<External>> {
     let mut external = Vec::new();
     let mut seen = BTreeSet::new();
     for (i, ext) in manifest.external.iter().enumerate() {
-        let field = format!("external[{i}]");
+        let field = crate::manifest::External::field(i);
         naming::check_external_name(&ext.name)
             .map_err(|reason| bad(&format!("{field}.name"), reason))?;
         if !seen.insert(ext.name.clone()) {

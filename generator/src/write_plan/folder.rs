@@ -5,10 +5,9 @@ use std::path::{Path, PathBuf};
 
 use super::{GENERATED_MARK, transaction::JOURNAL};
 use crate::{
-    crate_dir::{CrateDir, Kind},
+    crate_dir::{CrateDir, Kind, MANIFEST, SAVED_CRD},
     error::{Error, Result},
     limits::MAX_CRATE_FILE_BYTES,
-    record::{MANIFEST, SAVED_CRD},
 };
 
 /// How many of the files in the way an error names.

@@ -33,6 +33,7 @@ pub use self::folder::check_out;
 
 use std::{
     borrow::Cow,
+    collections::BTreeSet,
     fmt,
     path::{Path, PathBuf},
 };
@@ -41,7 +42,7 @@ use sha2::{Digest, Sha256};
 
 use self::disk::{Disk, RealDisk};
 use crate::{
-    crate_dir::CrateDir,
+    crate_dir::{CrateDir, MANIFEST, SAVED_CRD},
     error::{Error, Result},
     limits::{self, MAX_CRATE_FILE_BYTES},
 };
@@ -68,6 +69,10 @@ pub struct PlannedFile {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Plan {
     pub files: Vec<PlannedFile>,
+    /// What else a run of the generator may have written into a crate folder, which its
+    /// maker names: a journal that a killed run left naming only these and `files` is
+    /// trusted, and one naming anything else was not left by a write.
+    may_write: BTreeSet<PathBuf>,
 }
 
 /// What a run does on disk.
@@ -86,8 +91,9 @@ pub fn is_staged_journal(name: &str) -> bool {
 
 /// Restores the folder at `root` if an interrupted write left it half done, and says whether
 /// it did. `new` runs this first, so that a `new` killed part-way is removed by the next one.
-pub fn recover(root: &Path) -> Result<bool> {
-    let plan = Plan::default();
+///
+/// `plan` names what a run may write (see [`Plan::may_also_write`]).
+pub fn recover(root: &Path, plan: &Plan) -> Result<bool> {
     let disk = RealDisk(CrateDir::new(root));
     let _lock = lock::take(&disk, Mode::Write { force: false }, false)?;
     transaction::recover(&disk, &|path| plan.can_write(path))
@@ -273,14 +279,26 @@ impl Plan {
                 reason: "two templates render to the same path".to_owned(),
             });
         }
-        Ok(Self { files })
+        Ok(Self {
+            files,
+            may_write: BTreeSet::new(),
+        })
+    }
+
+    /// The same plan, which may also have written `paths` (relative to the crate folder) in
+    /// an earlier run: every file the plan's maker can produce, whether this run does or not.
+    #[must_use]
+    pub fn may_also_write<P: Into<PathBuf>>(mut self, paths: impl IntoIterator<Item = P>) -> Self {
+        self.may_write.extend(paths.into_iter().map(Into::into));
+        self
     }
 
     /// This plan with `other`'s files added; two files at one path are refused.
     pub fn merged(self, other: Plan) -> Result<Self> {
         let mut files = self.files;
         files.extend(other.files);
-        Self::new(files)
+        let may_write = self.may_write.into_iter().chain(other.may_write);
+        Ok(Self::new(files)?.may_also_write(may_write))
     }
 
     /// Compares the plan with `root` and, in write mode, brings `root` in line with it.
@@ -288,16 +306,15 @@ impl Plan {
         self.apply_with(&RealDisk(CrateDir::new(root)), mode)
     }
 
-    /// Whether a plan can write `path`: one of this plan's files, or of any plan the
-    /// generator makes. A journal naming anything else was not left by a write.
+    /// Whether a plan can write `path`: one of this plan's files, one its maker says it may
+    /// write, or the crate's manifest and saved CRD. A journal naming anything else was not
+    /// left by a write.
     fn can_write(&self, path: &Path) -> bool {
         self.files.iter().any(|f| f.path == path)
-            || crate::render::outputs().any(|output| output == path)
+            || self.may_write.contains(path)
             // Any file of the vendored runtime's folder, which the write also removes.
             || crate::vendor::is_vendored(path)
-            || [crate::record::MANIFEST, crate::record::SAVED_CRD]
-                .iter()
-                .any(|name| Path::new(name) == path)
+            || [MANIFEST, SAVED_CRD].iter().any(|name| Path::new(name) == path)
     }
 
     fn apply_with(&self, disk: &dyn Disk, mode: Mode) -> Result<Report> {

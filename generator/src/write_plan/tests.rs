@@ -789,7 +789,7 @@ fn a_new_crate_killed_at_any_operation_is_removed_by_the_next_run() {
     for at in 0..total {
         std::fs::remove_dir_all(&root).unwrap();
         let killed = plan.apply_with(&Faulty::new(&root, at, true), Mode::Write { force: false });
-        recover(&root).unwrap();
+        recover(&root, &crate::render::any_output()).unwrap();
         let left: Vec<String> = CrateDir::new(&root)
             .entries()
             .unwrap()
