@@ -6,6 +6,7 @@
 
 mod bench;
 mod cluster;
+mod contracts;
 mod corpus;
 mod e2e;
 

@@ -27,7 +27,7 @@ use serde::Serialize;
 
 pub use self::{
     dependencies::Dependency,
-    monitoring::{Alert, Monitoring},
+    monitoring::{Alert, Monitoring, runtime_series},
     policy::Requeue,
     primary::{Conditions, Primary, PrimaryInput},
     rbac::Rule,

@@ -6,6 +6,8 @@
 //! (`operator_gen_runtime::metrics` and `process`); the e2e runs the rules and every
 //! dashboard query against a real Prometheus scraping a running operator.
 
+use std::collections::BTreeSet;
+
 use serde::Serialize;
 use serde_json::{Value, json};
 
@@ -231,6 +233,32 @@ fn panels(job: &str, webhooks: bool) -> Vec<Panel> {
     panels
 }
 
+/// Every series of the runtime's that the alerts and the dashboard of an operator (with
+/// `webhooks` or not) read, by name: the contract with the runtime's registrations, which
+/// xtask's contract test holds the runtime to.
+pub fn runtime_series(webhooks: bool) -> BTreeSet<String> {
+    let job = "job=\"operator\"";
+    let alerts = alerts(job, webhooks)
+        .into_iter()
+        .map(|alert| alert.expr.raw().to_owned());
+    let queries = panels(job, webhooks)
+        .into_iter()
+        .flat_map(|panel| panel.queries.into_iter().map(|(query, _)| query));
+    alerts
+        .chain(queries)
+        .flat_map(|query| series_in(&query))
+        .collect()
+}
+
+/// The names in a PromQL `query` that are the runtime's series (`operator_*`, `process_*`).
+fn series_in(query: &str) -> Vec<String> {
+    query
+        .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .filter(|word| word.starts_with("operator_") || word.starts_with("process_"))
+        .map(str::to_owned)
+        .collect()
+}
+
 /// The dashboard ConfigMap: the JSON model under `<crate>.json`, labelled for Grafana's
 /// dashboard sidecar, with a Prometheus data source to pick.
 fn dashboard(crate_name: &str, namespace: &str, job: &str, webhooks: bool) -> Value {
@@ -295,6 +323,26 @@ fn dashboard_uid(crate_name: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_runtime_series_are_read_from_every_alert_and_panel() {
+        let plain = runtime_series(false);
+        let with_webhooks = runtime_series(true);
+        assert!(
+            plain.contains("operator_reconcile_duration_seconds_bucket"),
+            "{plain:?}"
+        );
+        assert!(plain.contains("process_cpu_seconds_total"), "{plain:?}");
+        assert!(
+            !plain.contains("operator_webhook_requests_total"),
+            "{plain:?}"
+        );
+        assert!(with_webhooks.is_superset(&plain));
+        assert!(
+            with_webhooks.contains("operator_webhook_certificate_expiry_timestamp_seconds"),
+            "{with_webhooks:?}"
+        );
+    }
 
     #[test]
     fn every_query_selects_the_operator_by_its_job() {
