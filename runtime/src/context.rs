@@ -115,6 +115,62 @@ pub trait CachedIn<C>: Watched + Serialize {
 }
 
 /// Everything a reconcile of operator `O` needs, shared by all of them.
+///
+/// A reconcile reads from the context's caches and writes through its helpers, each of which
+/// writes only what differs. Here, an operator of Deployments that owns one ConfigMap each:
+///
+/// ```no_run
+/// use std::{sync::Arc, time::Duration};
+///
+/// use k8s_openapi::api::{apps::v1::Deployment, core::v1::ConfigMap};
+/// use kube::{ResourceExt, api::ObjectMeta, runtime::controller::Action};
+/// use operator_gen_runtime::{
+///     children,
+///     context::{Context, Operator},
+///     reconcile::{Backoff, Result},
+///     settings::Common,
+///     telemetry::ReadyWhen,
+/// };
+///
+/// children! {
+///     /// The ConfigMaps it owns, cached.
+///     struct Children {
+///         config_map: ConfigMap,
+///     }
+/// }
+///
+/// struct ReplicaNotes;
+///
+/// impl Operator for ReplicaNotes {
+///     type Primary = Deployment;
+///     type Settings = Common;
+///     type Children = Children;
+///     const NAME: &'static str = "replica-notes";
+///     const BACKOFF: Backoff = Backoff {
+///         base: Duration::from_secs(1),
+///         max: Duration::from_secs(60),
+///     };
+///     // The Deployments' watch and the ConfigMaps'.
+///     const READY_WHEN: ReadyWhen = ReadyWhen::WatchesListed(2);
+/// }
+///
+/// /// Gives every Deployment a ConfigMap of its name that notes how many replicas it asks for.
+/// /// The apply is compared with the cached child first, so an unchanged Deployment costs no
+/// /// request.
+/// async fn apply(deployment: Arc<Deployment>, ctx: Arc<Context<ReplicaNotes>>) -> Result<Action> {
+///     let replicas = deployment.spec.replicas.unwrap_or(1).to_string();
+///     let note = ConfigMap {
+///         metadata: ObjectMeta {
+///             name: Some(deployment.name_any()),
+///             ..ObjectMeta::default()
+///         },
+///         data: Some([("replicas".to_owned(), replicas)].into()),
+///         ..ConfigMap::default()
+///     };
+///     ctx.apply_owned(&deployment, note).await?;
+///     Ok(Action::await_change())
+/// }
+/// ```
 pub struct Context<O: Operator> {
     /// Client for the Kubernetes API.
     pub client: Client,
