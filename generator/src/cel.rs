@@ -23,7 +23,8 @@
 //!   either.
 
 pub mod breaking;
-pub mod keeping;
+/// What a rule asks of an object, kept beside the sample builder that reads it.
+pub use crate::schema_sample::keeping;
 
 use std::collections::BTreeSet;
 

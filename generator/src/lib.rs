@@ -34,6 +34,7 @@ pub mod naming;
 mod parallel;
 pub mod record;
 pub mod render;
+mod runtime_path;
 pub mod rust_types;
 pub mod scaffold;
 pub mod schema_check;

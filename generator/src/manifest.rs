@@ -13,6 +13,7 @@ use crate::{
     crate_dir::{self, CrateDir},
     error::{Error, Result},
     limits::{self, MAX_MANIFEST_BYTES, YamlProblem},
+    runtime_path::RuntimePath,
 };
 
 /// The whole manifest. Every field is optional: an empty manifest is an operator with no
@@ -83,7 +84,7 @@ pub struct Runtime {
     /// The runtime's folder, relative to the crate's folder (where Cargo.toml names it), such
     /// as `../../runtime`. Read from a file it must be relative; a program that builds a
     /// [`Manifest`] may give an absolute one ([`crate::vendor::RuntimePath::anywhere`]).
-    pub path: crate::vendor::RuntimePath,
+    pub path: RuntimePath,
 }
 
 /// `status:`: what the operator writes into its primary's status.

@@ -16,13 +16,33 @@ use crate::{
     crate_dir::CrateDir,
     error::{Error, Result},
     limits::MAX_CRATE_FILE_BYTES,
+    manifest::Derived,
     model::Operator,
-    scaffold::NewPrimary,
     vendor::RuntimePath,
     write_plan::{Ownership, PlannedFile},
 };
 
 pub use crate::crate_dir::{MANIFEST, SAVED_CRD};
+
+/// Which archetype of primary object a new operator reconciles, as its first `operator.yaml`
+/// records it ([`manifest_text`]): what `new` was asked for ([`crate::scaffold`]), or the CRD
+/// a first `gen --crd` read ([`first_manifest`]).
+#[derive(Debug, Clone, PartialEq)]
+pub enum NewPrimary {
+    /// An imported CRD: types from kopium, or `DynamicObject` when `dynamic`.
+    Crd {
+        source: String,
+        kind: Option<String>,
+        version: Option<String>,
+        dynamic: bool,
+    },
+    /// A k8s-openapi kind such as `Deployment`.
+    Builtin(String),
+    /// A custom resource defined in Rust.
+    Derived(Derived),
+    /// Built-in kinds reconciled on metadata only.
+    Generic(Vec<String>),
+}
 
 /// The `operator.yaml` of a crate named `name` whose primary is `primary`, and whose runtime
 /// is the folder `runtime` when given. Every value goes through the YAML serializer, so text

@@ -4,34 +4,16 @@
 
 use std::path::{Path, PathBuf};
 
+pub use crate::record::NewPrimary;
 use crate::{
     CrdSource, Generated, Manifest, Mode, Report, Request, Selection,
     crate_dir::CrateDir,
     crd_document,
     error::{Error, Result},
-    manifest::Derived,
     model::CommandFlags,
     record::SAVED_CRD,
     write_plan::{Ownership, Plan, PlannedFile},
 };
-
-/// Which archetype of primary object the new operator reconciles.
-#[derive(Debug, Clone, PartialEq)]
-pub enum NewPrimary {
-    /// An imported CRD: types from kopium, or `DynamicObject` when `dynamic`.
-    Crd {
-        source: String,
-        kind: Option<String>,
-        version: Option<String>,
-        dynamic: bool,
-    },
-    /// A k8s-openapi kind such as `Deployment`.
-    Builtin(String),
-    /// A custom resource defined in Rust.
-    Derived(Derived),
-    /// Built-in kinds reconciled on metadata only.
-    Generic(Vec<String>),
-}
 
 /// What `cargo xtask new` was asked for.
 #[derive(Debug, Clone, PartialEq)]

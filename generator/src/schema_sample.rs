@@ -7,13 +7,19 @@
 //! lengths, bounds and item counts are honoured. A string with a `pattern` gets an example
 //! read off the pattern where one can be ([`pattern_example`]); where none can, the API
 //! server may reject it, and the cluster test then names the field.
+//!
+//! Where the least object breaks one of the CRD's own CEL rules, [`kept_variations`] changes it
+//! the way the rule asks, as [`keeping`] reads the rule, and [`variations`] tries generic
+//! changes.
+
+pub mod keeping;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
     JSONSchemaProps, JSONSchemaPropsOrArray, JSONSchemaPropsOrBool,
 };
 use serde_json::{Map, Value};
 
-use crate::cel::keeping::Hint;
+use self::keeping::Hint;
 
 /// The top-level fields of a sample object, without `apiVersion`, `kind` and `metadata`,
 /// which the operator sets itself.
@@ -120,7 +126,7 @@ pub fn variations(root: &JSONSchemaProps, object: &Value, path: &str, rule: &str
 }
 
 /// Objects that take, at the field `path` where `rule` is attached, what the rule itself asks
-/// for ([`crate::cel::keeping`]): one per way of keeping it, in the rule's order. A field the
+/// for ([`keeping`]): one per way of keeping it, in the rule's order. A field the
 /// rule names is created, with any objects on the way to it; a field the schema does not type
 /// (`metadata`, in a CRD) takes the rule's value as it is.
 pub fn kept_variations(
@@ -132,7 +138,7 @@ pub fn kept_variations(
     let Some((schema, pointer)) = locate(root, path) else {
         return Vec::new();
     };
-    crate::cel::keeping::alternatives(rule)
+    keeping::alternatives(rule)
         .iter()
         .filter_map(|hints| {
             let mut changed = object.clone();

@@ -7,7 +7,10 @@
 //! (`has(self.spec.x)`). The sample is the generator's invention, not the user's input, so
 //! the generator reads what the rule wants and tries it: [`alternatives`] turns the rule into
 //! ways of keeping it, each a set of [`Hint`]s that hold together, and the sample builder
-//! ([`crate::schema_sample::kept_variations`]) applies them at the rule's field.
+//! ([`super::kept_variations`]) applies them at the rule's field. It lives with the sample
+//! builder, its only reader, and not with the rules' evaluation in [`crate::cel`] (which
+//! re-exports it as `cel::keeping`), because [`crate::cel::breaking`] there builds on the
+//! sample.
 //!
 //! Only these forms are read, at any depth under `||`, `&&` and `?:`:
 //!
