@@ -119,9 +119,8 @@ const TEMPLATES: &[Template] = &[
     template!("certificates.rs.tera" => "src/certificates.rs", Generated, RustAsWritten, needs Webhooks),
     template!("admission.rs.tera" => "src/admission.rs", Scaffold, RustAsWritten, needs Admission),
     template!("conversion.rs.tera" => "src/conversion.rs", Generated, RustAsWritten, needs Conversion),
-    template!("controller.rs.tera" => "src/controller.rs", Generated, RustAsWritten, Imported, Builtin, Derived, Dynamic),
-    template!("manifest.rs.tera" => "src/manifest.rs", Generated, RustAsWritten, Imported, Builtin, Derived, Dynamic),
-    template!("controller_generic.rs.tera" => "src/controller.rs", Generated, RustAsWritten, Generic),
+    template!("controller.rs.tera" => "src/controller.rs", Generated, RustAsWritten),
+    template!("manifest.rs.tera" => "src/manifest.rs", Generated, RustAsWritten),
     template!("reconcile.rs.tera" => "src/reconcile.rs", Scaffold, RustAsWritten, Imported, Builtin, Dynamic),
     template!("reconcile_derived.rs.tera" => "src/reconcile.rs", Scaffold, RustAsWritten, Derived),
     template!("reconcile_generic.rs.tera" => "src/reconcile.rs", Scaffold, RustAsWritten, Generic),
@@ -537,7 +536,11 @@ mod tests {
             };
             let end = start + end + 2;
             let after = rest[end..].chars().next();
-            if word(before) || word(after) {
+            // Generic parameters and arguments (`<K: Kind>`, `<K>`) open with `<` or are
+            // empty, so they close a name rather than compose one (see `model::reconciled`).
+            let printed = rest[start + 2..end - 2].trim_matches(['-', ' ']);
+            let generics = printed.ends_with(".params") || printed.ends_with(".args");
+            if (word(before) && !generics) || word(after) {
                 let line_start = rest[..start].rfind('\n').map_or(0, |i| i + 1);
                 let line_end = rest[end..].find('\n').map_or(rest.len(), |i| end + i);
                 return Some(rest[line_start..line_end].trim().to_owned());
@@ -561,6 +564,10 @@ mod tests {
         assert_eq!(
             composes_identifier("let {{ x }}_events = 1;").as_deref(),
             Some("let {{ x }}_events = 1;")
+        );
+        assert_eq!(
+            composes_identifier("fn apply{{ r.params }}(obj: Primary{{ r.args }})"),
+            None
         );
     }
 
@@ -594,10 +601,8 @@ mod tests {
         read
     }
 
-    /// Tera reads a name it does not know as false in an `if` and as nothing in a `for`, so a
-    /// template that names a part the model does not have renders as if the part were empty.
-    #[test]
-    fn every_name_a_template_reads_is_a_part_of_the_model() {
+    /// The operator of the test CRD with `manifest`.
+    fn imported(manifest: &str) -> Operator {
         use crate::{
             crd_document::{Selection, parse_all, select, tests::CRD},
             manifest::Manifest,
@@ -605,13 +610,52 @@ mod tests {
         };
         let documents = parse_all("w.yaml", CRD.as_bytes()).expect("the test CRD parses");
         let selected = select("w.yaml", documents, &Selection::default()).expect("one CRD");
-        let manifest = Manifest::parse("operator.yaml", "").expect("an empty manifest");
+        let manifest = Manifest::parse("operator.yaml", manifest).expect("a valid manifest");
         let input = PrimaryInput::Crd {
             selected: Box::new(selected),
             dynamic: false,
         };
         let analysis = analyze("operator.yaml", &manifest, &input, &[], Default::default());
-        let model = serde_json::to_value(analysis.expect("a model").operator).expect("serializes");
+        analysis.expect("a model").operator
+    }
+
+    #[test]
+    fn lib_rs_declares_every_rendered_module_with_its_owner() {
+        for manifest in ["", "webhooks: {validating: true, mutating: true}"] {
+            let operator = imported(manifest);
+            let plan = render(&operator).expect("renders");
+            let rendered: Vec<(String, bool)> = plan
+                .files
+                .iter()
+                .filter_map(|file| {
+                    let name = file
+                        .path
+                        .strip_prefix("src")
+                        .ok()?
+                        .to_str()?
+                        .strip_suffix(".rs")?;
+                    let module = name.trim_start_matches('/');
+                    let generated = file.ownership == Ownership::Generated;
+                    (!matches!(module, "lib" | "main") && !module.contains('/'))
+                        .then(|| (module.to_owned(), generated))
+                })
+                .collect();
+            let mut declared: Vec<(String, bool)> = operator
+                .krate
+                .modules
+                .iter()
+                .map(|module| (module.name.as_str().to_owned(), module.generated))
+                .collect();
+            declared.sort();
+            assert_eq!(declared, rendered, "{manifest}");
+        }
+    }
+
+    /// Tera reads a name it does not know as false in an `if` and as nothing in a `for`, so a
+    /// template that names a part the model does not have renders as if the part were empty.
+    #[test]
+    fn every_name_a_template_reads_is_a_part_of_the_model() {
+        let model = serde_json::to_value(imported("")).expect("serializes");
         let parts: Vec<&String> = model.as_object().expect("an object").keys().collect();
         for &(template, source) in operator_gen_templates::FILES {
             for name in names_read(source) {
@@ -649,16 +693,11 @@ mod tests {
 
     #[test]
     fn each_engine_holds_its_template_and_every_partial_it_includes() {
-        let mut names: Vec<&str> = with_partials("manifest.rs.tera")
+        let names: Vec<&str> = with_partials("types_derived.rs.tera")
             .iter()
             .map(|(name, _)| *name)
             .collect();
-        assert_eq!(names.remove(0), "manifest.rs.tera");
-        names.sort_unstable();
-        assert_eq!(
-            names,
-            ["_children.rs.tera", "_policy.rs.tera", "_related.rs.tera"]
-        );
+        assert_eq!(names, ["types_derived.rs.tera", "_types_versions.rs.tera"]);
         assert_eq!(with_partials("types.rs.tera").len(), 1);
         // Every template compiles with only what it includes.
         for template in TEMPLATES {

@@ -77,6 +77,13 @@ impl Ident {
     pub(crate) fn placeholder() -> Self {
         Self("unnamed".to_owned())
     }
+
+    /// An identifier written in the generator's own source; like [`RustPath::constant`], it
+    /// cannot carry input.
+    pub(crate) fn constant(name: &'static str) -> Self {
+        debug_assert!(Self::parse(name).is_some(), "{name} is not an identifier");
+        Self(name.to_owned())
+    }
 }
 
 impl PartialEq<&str> for Ident {
@@ -144,6 +151,27 @@ impl Code {
     pub fn lexed(source: String) -> Result<Self, proc_macro2::LexError> {
         source.parse::<proc_macro2::TokenStream>()?;
         Ok(Self(source))
+    }
+
+    /// `source` the generator composed only of its own tokens and escaped literals
+    /// ([`Text::rs`]), which are Rust tokens whatever the input was; debug builds lex it.
+    pub(crate) fn escaped(source: String) -> Self {
+        debug_assert!(
+            Self::lexed(source.clone()).is_ok(),
+            "{source} is not Rust tokens"
+        );
+        Self(source)
+    }
+
+    /// No code at all: what an optional piece prints when it is absent.
+    pub(crate) fn empty() -> Self {
+        Self(String::new())
+    }
+
+    /// `<ty>`: `ty` as the one generic argument of a type, which is Rust tokens because a
+    /// [`RustPath`] is.
+    pub(crate) fn type_arguments(ty: &RustPath) -> Self {
+        Self(format!("<{ty}>"))
     }
 }
 

@@ -13,12 +13,18 @@ use kube::{
 use serde::{Serialize, de::DeserializeOwned};
 use serde_json::Value;
 
-use crate::sharding::SHARD_LABEL_PREFIX;
-
 /// The label on every child an operator applies, with its field manager as the value. The
 /// watches of owned kinds select on it, so the API server sends only the operator's own
 /// children and their caches hold nothing else.
 pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
+
+/// What every ring's shard label key starts with; the ring's name follows. A ring is named
+/// after its operator, so [`apply_owned`] copies the owner's label of the ring named like its
+/// field manager to the children, which land on their owner's shard. It is here, beside
+/// [`MANAGED_BY_LABEL`], because it is the other label applying a child writes; the sharding
+/// labels ([`crate::sharding::Labels`]) build their keys from it, and applying needs nothing
+/// of sharding.
+pub const SHARD_LABEL_PREFIX: &str = "shard.operator-gen.io/";
 
 /// Why a child was not applied.
 #[derive(Debug, thiserror::Error)]

@@ -21,17 +21,11 @@ use kube::Client;
 use kube_lease_manager::{LeaseManager, LeaseManagerBuilder, LeaseManagerError};
 use tokio::{sync::watch, task::JoinHandle};
 
-use crate::{metrics::Metrics, settings::Common, shutdown::Shutdown};
-
-/// How many seconds before its Lease would expire a leader renews it: a third of the Lease, and
-/// at least 2 s, so that a short Lease is not lost to one slow request; always less than the
-/// Lease, as kube-lease-manager requires.
-pub(crate) fn renewal_margin(lease_seconds: u64) -> u64 {
-    (lease_seconds / 3)
-        .max(2)
-        .min(lease_seconds.saturating_sub(1))
-        .max(1)
-}
+use crate::{
+    metrics::Metrics,
+    settings::{Common, renewal_margin},
+    shutdown::Shutdown,
+};
 
 /// How long a replica that lost the Lease waits before it campaigns again after the API
 /// server refused a campaign: about as often as a standby looks at the Lease.
@@ -543,17 +537,5 @@ mod tests {
             Value::Null,
             "a stopping leader hands the Lease back"
         );
-    }
-
-    #[test]
-    fn a_leader_renews_a_third_of_the_lease_early_and_at_least_two_seconds_early() {
-        assert_eq!(super::renewal_margin(15), 5);
-        assert_eq!(super::renewal_margin(5), 2);
-        assert_eq!(
-            super::renewal_margin(3),
-            2,
-            "a short Lease keeps two seconds"
-        );
-        assert!((3..=3600).all(|lease| (1..lease).contains(&super::renewal_margin(lease))));
     }
 }

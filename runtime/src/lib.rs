@@ -69,9 +69,11 @@ mod events;
 mod failures;
 mod leader;
 mod lifecycle;
+mod lists;
 mod logging;
 mod metrics;
 mod process;
+mod replica;
 #[cfg(feature = "webhooks")]
 mod request_budget;
 mod sample;

@@ -30,7 +30,7 @@ use crate::{
     events,
     failures::{Backoff, Outcomes},
     metrics::{Metrics, Retryable},
-    sharding::Replica,
+    replica::Replica,
 };
 
 /// What a reconcile can fail with, for the lifecycle to fail one: the operator's own error,

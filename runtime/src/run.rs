@@ -14,7 +14,7 @@
 //! - after a failure, the per-object backoff of [`Lifecycle::retry_action`];
 //! - every watch (the primary's, the children's, the watched kinds', the sharder's) listing
 //!   what exists as `--initial-list` says ([`InitialList`]), streamed by default, in pages
-//!   where the API server refuses that (`run/lists.rs`).
+//!   where the API server refuses that (`lists.rs`).
 
 use std::{
     fmt::Debug,
@@ -45,13 +45,13 @@ use crate::{
     endpoints,
     leader::{self, Election},
     lifecycle::{Lifecycle, ReconcileError},
+    lists,
     metrics::Metrics,
+    replica::{Replica, run_sharded},
     settings::{Common, InitialList},
-    sharding::{self, Replica},
-    traces,
+    sharding, traces,
 };
 
-pub(crate) mod lists;
 mod shared;
 
 pub use crate::{
@@ -211,9 +211,10 @@ pub struct Watches<'a> {
     initial_list: InitialList,
     /// The owned kinds' caches, counted in the metrics for this term.
     counted: Mutex<Vec<Counted>>,
-    /// With one controller per primary kind in a term (see [`Elected`]), the watches they
-    /// share, so each related kind is watched once; none when each watch is its controller's.
-    shared: Option<shared::Shared>,
+    /// The watches the term's controllers share (see [`Elected`]), so each related kind is
+    /// watched once however many controllers relate it; with one controller, each watch is
+    /// its own.
+    shared: shared::Shared,
 }
 
 impl<'a> Watches<'a> {
@@ -224,7 +225,8 @@ impl<'a> Watches<'a> {
         &self,
         cache: &Cache<C>,
     ) -> impl Stream<Item = Result<C, watcher::Error>> + Send + 'static {
-        let start = || {
+        let key = shared::Key::of::<C>(&self.managed, true);
+        self.shared.stream(key, || {
             let kind = C::kind(&());
             let counted = self.metrics.count_cache(&kind, Store::clone(cache));
             self.counted
@@ -237,13 +239,7 @@ impl<'a> Watches<'a> {
                 .modify(forget_unread_fields)
                 .reflect_into(cache.feed().clone())
                 .touched_objects()
-        };
-        match &self.shared {
-            Some(shared) => shared
-                .stream(shared::Key::of::<C>(&self.managed, true), start)
-                .left_stream(),
-            None => start().right_stream(),
-        }
+        })
     }
 
     /// The objects of kind `C` that `config` selects, uncached: for
@@ -254,20 +250,16 @@ impl<'a> Watches<'a> {
         config: watcher::Config,
     ) -> impl Stream<Item = Result<C, watcher::Error>> + Send + 'static {
         let key = shared::Key::of::<C>(&config, false);
-        let start = || {
+        self.shared.stream(key, || {
             lists::watch(self.api(), config, self.initial_list)
                 .retried()
                 .touched_objects()
-        };
-        match &self.shared {
-            Some(shared) => shared.stream(key, start).left_stream(),
-            None => start().right_stream(),
-        }
+        })
     }
 
     /// The watches of one term, in `namespace` or the whole cluster, with the children of
     /// the operator `name` on `shard`, or on every shard without one, each listing what exists
-    /// as `initial_list` says.
+    /// as `initial_list` says, shared by the term's controllers.
     fn new(
         client: &'a Client,
         metrics: &'a Arc<Metrics>,
@@ -289,7 +281,7 @@ impl<'a> Watches<'a> {
             managed,
             initial_list,
             counted: Mutex::default(),
-            shared: None,
+            shared: shared::Shared::default(),
         }
     }
 
@@ -406,7 +398,8 @@ where
     /// reconciling and campaigns again.
     ///
     /// In every term, `relate` adds the operator's relations to the controller over the
-    /// primary, and `reconcile` reconciles one object with the context `ctx`.
+    /// primary, and `reconcile` reconciles one object with the context `ctx`. This is
+    /// [`Elected`] with one controller: [`Runner::run_term`] in every term.
     pub async fn run<Ctx, E, Relate, Reconcile, Reconciled>(
         self,
         ctx: Arc<Ctx>,
@@ -421,23 +414,17 @@ where
         Reconciled: Future<Output = Result<Action, E>> + Send + 'static,
     {
         let metrics = Arc::clone(lifecycle(&*ctx).metrics());
-        endpoints::spawn(self.common.metrics_addr, &metrics);
-        let namespace = self.namespace();
-        let term = self.term_setup(&metrics, &relate, &reconcile);
-        let name = self.options.name;
-        let election = Election::new(self.client.clone(), name, self.pod_namespace, self.common);
-        let term = &term;
-        let run_term = |leadership| {
+        let elected = self.elected(&*ctx)?;
+        let (runner, relate, reconcile) = (&self, &relate, &reconcile);
+        let run_term = |term, watches| {
             let ctx = Arc::clone(&ctx);
             async move {
-                let watches = term.watches(lifecycle(&*ctx).shard());
-                term.run(ctx, &leadership, &watches).await;
+                runner
+                    .run_term(ctx, relate, reconcile, &term, &watches)
+                    .await
             }
         };
-        let flag = crate::settings::Sharding { on: self.sharding };
-        let sharding = Shards::new(&self.client, name, self.pod_namespace, self.common, &flag)?;
-        let sharding = sharding.join(&*ctx);
-        sharding.run(election, &metrics, namespace, run_term).await
+        elected.run(&metrics, run_term).await
     }
 
     /// One term of this controller, until `leadership` ends, with the `watches` that
@@ -459,31 +446,54 @@ where
         Reconciled: Future<Output = Result<Action, E>> + Send + 'static,
     {
         let metrics = Arc::clone(lifecycle(&*ctx).metrics());
-        let term = self.term_setup(&metrics, &relate, &reconcile);
-        term.run(ctx, leadership, watches).await;
-    }
-
-    /// What each term of this runner runs with.
-    fn term_setup<'t, Relate, Reconcile>(
-        &'t self,
-        metrics: &'t Arc<Metrics>,
-        relate: &'t Relate,
-        reconcile: &'t Reconcile,
-    ) -> TermSetup<'t, K, Relate, Reconcile> {
-        TermSetup {
-            client: &self.client,
-            options: self.options,
-            namespace: self.namespace(),
-            initial_list: self.common.initial_list,
-            metrics,
-            relate,
+        let (reader, writer) = reflector::store();
+        let kind = K::kind(&());
+        let _cached = metrics.count_cache(&kind, reader.clone());
+        // With `--sharding`, only the primaries placed on this replica's shard.
+        let shard = lifecycle(&*ctx).shard();
+        let config = shard.map_or_else(watcher::Config::default, Replica::primaries);
+        let primaries = lists::watch(watches.api::<K>(), config, watches.initial_list)
+            .retried()
+            .inspect(metrics.listing(&kind))
+            .modify(forget_unread_fields)
+            .reflect(writer)
+            .applied_objects();
+        let primaries = match self.options.changes {
+            [] => primaries.left_stream(),
+            changes => primaries
+                .predicate_filter(Changes(changes), PredicateConfig::default())
+                .right_stream(),
+        };
+        let controller =
+            Controller::for_stream(primaries, reader).trigger_backoff(backoff::triggers());
+        let controller = relate(controller, watches).graceful_shutdown_on(leadership.ended());
+        let error_policy = |obj: Arc<K>, error: &E, ctx: Arc<Ctx>| {
+            lifecycle(&*ctx).retry_action(&ObjectRef::from_obj(obj.as_ref()), error)
+        };
+        drive(
+            controller,
+            self.options.config(),
+            ctx,
             reconcile,
-        }
+            error_policy,
+        )
+        .await;
     }
 
-    /// Where the controller watches.
-    fn namespace(&self) -> Option<&str> {
-        self.options.scope.namespace(&self.client)
+    /// The election [`Runner::run`] runs this controller in: of the operator's name, watching
+    /// where its options say and, with `--sharding`, on this replica's shard, which the
+    /// reconciles of `ctx`'s lifecycle keep to.
+    fn elected<Ctx>(&self, ctx: &Ctx) -> Result<Elected<'a>, sharding::Error>
+    where
+        Ctx: AsRef<Lifecycle<K>>,
+    {
+        let (client, name) = (&self.client, self.options.name);
+        let flag = crate::settings::Sharding { on: self.sharding };
+        let shards = Shards::new(client, name, self.pod_namespace, self.common, &flag)?;
+        let elected = Elected::new(client.clone(), name, self.common, self.pod_namespace);
+        Ok(elected
+            .scope(self.options.scope)
+            .shards(shards.join::<K, _>(ctx)))
     }
 }
 
@@ -562,8 +572,7 @@ impl Shards {
     {
         match &self.replica {
             Some(replica) => {
-                sharding::run_sharded(replica, election, metrics, namespace, &self.kinds, term)
-                    .await
+                run_sharded(replica, election, metrics, namespace, &self.kinds, term).await
             }
             None => election.run(metrics, term).await,
         }
@@ -580,8 +589,8 @@ impl Debug for Shards {
     }
 }
 
-/// Several controllers in each term of one election: what [`Runner::run`] does for one
-/// controller, for an operator that runs one per kind through [`Runner::run_term`]. It serves
+/// The controllers of an operator in each term of one election: one per kind, each through
+/// [`Runner::run_term`], or the one that [`Runner::run`] runs here. It serves
 /// the metrics endpoints, then runs the terms while this replica leads (leader election on the
 /// Lease of the operator's name), or with [`Elected::shards`] in every term its shard's fence
 /// holds, until the operator is asked to stop. Each term's [`Watches`] are shared: the
@@ -591,13 +600,14 @@ impl Debug for Shards {
 /// ```no_run
 /// # async fn run(client: kube::Client, settings: &operator_gen_runtime::settings::Common) -> Result<(), operator_gen_runtime::run::ElectionError> {
 /// use std::sync::Arc;
-/// use operator_gen_runtime::{run::{Elected, Scope, Term, Watches}, telemetry::{Metrics, ReadyWhen}};
+/// use operator_gen_runtime::{run::{Elected, Scope, Term}, telemetry::{Metrics, ReadyWhen}};
 ///
 /// let metrics = Arc::new(Metrics::new(ReadyWhen::WatchesListed(2)));
 /// Elected::new(client, "my-operator", settings, "my-operator-system")
 ///     .scope(Scope::Namespace)
-///     .run(&metrics, async |term: &Term, watches: &Watches<'_>| {
-///         // One `Runner::run_term` per kind, joined.
+///     .run(&metrics, |term: Term, watches| async move {
+///         // One `Runner::run_term` per kind, joined, each given `&term` and `&watches`.
+///         let _ = (term, watches);
 ///     })
 ///     .await
 /// # }
@@ -644,109 +654,46 @@ impl<'a> Elected<'a> {
     /// Runs `run_term` in every term, with the term and its shared watches, until SIGTERM or
     /// Ctrl+C.
     ///
+    /// Each term's future owns its term and watches rather than borrowing them: the compiler
+    /// can then prove this future `Send` when `run_term`'s are (for `tokio::spawn`), which it
+    /// cannot for one that awaits an `AsyncFn`'s.
+    ///
     /// # Errors
     /// The election's, when the Lease cannot be read or written for good.
-    pub async fn run<F>(self, metrics: &Arc<Metrics>, run_term: F) -> Result<(), leader::Error>
+    pub async fn run<'s, F, Fut>(
+        &'s self,
+        metrics: &'s Arc<Metrics>,
+        mut run_term: F,
+    ) -> Result<(), leader::Error>
     where
-        F: AsyncFn(&leader::Term, &Watches<'_>),
+        F: FnMut(leader::Term, Watches<'s>) -> Fut,
+        Fut: Future<Output = ()>,
     {
-        let Self {
-            client,
-            name,
-            common,
-            pod_namespace,
-            scope,
-            shards,
-        } = self;
-        endpoints::spawn(common.metrics_addr, metrics);
-        let namespace = scope.namespace(&client);
-        let election = Election::new(client.clone(), name, pod_namespace, common);
-        let shard = shards.replica.as_deref();
-        let (client, run_term) = (&client, &run_term);
-        let term = |leadership: leader::Term| async move {
-            let mut watches =
-                Watches::new(client, metrics, namespace, name, shard, common.initial_list);
-            watches.shared = Some(shared::Shared::default());
-            run_term(&leadership, &watches).await;
-        };
-        shards.run(election, metrics, namespace, term).await
-    }
-}
-
-/// What every term of a [`Runner`] runs with.
-struct TermSetup<'a, K: 'static, Relate, Reconcile> {
-    client: &'a Client,
-    options: &'a Options<K>,
-    namespace: Option<&'a str>,
-    initial_list: InitialList,
-    metrics: &'a Arc<Metrics>,
-    relate: &'a Relate,
-    reconcile: &'a Reconcile,
-}
-
-impl<K, Relate, Reconcile> TermSetup<'_, K, Relate, Reconcile>
-where
-    K: Watched + Serialize,
-{
-    /// One term: the controller over `watches`, which may be shared with other controllers'
-    /// terms, until `leadership` ends.
-    async fn run<Ctx, E, Reconciled>(
-        &self,
-        ctx: Arc<Ctx>,
-        leadership: &leader::Term,
-        watches: &Watches<'_>,
-    ) where
-        Ctx: AsRef<Lifecycle<K>> + Send + Sync + 'static,
-        E: ReconcileError,
-        Relate: Fn(Controller<K>, &Watches<'_>) -> Controller<K>,
-        Reconcile: Fn(Arc<K>, Arc<Ctx>) -> Reconciled,
-        Reconciled: Future<Output = Result<Action, E>> + Send + 'static,
-    {
-        let shard = lifecycle(&*ctx).shard();
-        let (reader, writer) = reflector::store();
-        let kind = K::kind(&());
-        let _cached = self.metrics.count_cache(&kind, reader.clone());
-        // With `--sharding`, only the primaries placed on this replica's shard.
-        let config = shard.map_or_else(watcher::Config::default, Replica::primaries);
-        let primaries = lists::watch(watches.api::<K>(), config, watches.initial_list)
-            .retried()
-            .inspect(self.metrics.listing(&kind))
-            .modify(forget_unread_fields)
-            .reflect(writer)
-            .applied_objects();
-        let primaries = match self.options.changes {
-            [] => primaries.left_stream(),
-            changes => primaries
-                .predicate_filter(Changes(changes), PredicateConfig::default())
-                .right_stream(),
-        };
-        let controller =
-            Controller::for_stream(primaries, reader).trigger_backoff(backoff::triggers());
-        let controller =
-            (self.relate)(controller, watches).graceful_shutdown_on(leadership.ended());
-        let reconcile = self.reconcile;
-        let error_policy = |obj: Arc<K>, error: &E, ctx: Arc<Ctx>| {
-            lifecycle(&*ctx).retry_action(&ObjectRef::from_obj(obj.as_ref()), error)
-        };
-        drive(
-            controller,
-            self.options.config(),
-            ctx,
-            reconcile,
-            error_policy,
-        )
-        .await;
+        endpoints::spawn(self.common.metrics_addr, metrics);
+        let namespace = self.scope.namespace(&self.client);
+        let election = Election::new(
+            self.client.clone(),
+            self.name,
+            self.pod_namespace,
+            self.common,
+        );
+        let term = |leadership| run_term(leadership, self.watches(metrics));
+        self.shards.run(election, metrics, namespace, term).await
     }
 
-    /// The watches of a term on `shard`, or of the whole cluster's share without one.
-    fn watches(&self, shard: Option<&Replica>) -> Watches<'_> {
+    /// The watches of one term, where this operator watches and on this replica's shard with
+    /// `--sharding`, shared by the term's controllers.
+    fn watches<'w>(&'w self, metrics: &'w Arc<Metrics>) -> Watches<'w> {
+        let namespace = self.scope.namespace(&self.client);
+        let shard = self.shards.replica.as_deref();
+        let initial_list = self.common.initial_list;
         Watches::new(
-            self.client,
-            self.metrics,
-            self.namespace,
-            self.options.name,
+            &self.client,
+            metrics,
+            namespace,
+            self.name,
             shard,
-            self.initial_list,
+            initial_list,
         )
     }
 }
@@ -967,18 +914,15 @@ mod tests {
 
     #[tokio::test]
     async fn children_are_watched_where_the_operator_watches_and_only_its_own() {
-        let (client, _server) = mock_api(|_| (404, not_found()));
+        let client = crate::testing::offline_client();
         let metrics = Arc::new(Metrics::new(ReadyWhen::WatchesListed(1)));
-        let term = TermSetup {
-            client: &client,
-            options: &OPTIONS,
-            namespace: Some("ops"),
-            initial_list: InitialList::default(),
-            metrics: &metrics,
-            relate: &(),
-            reconcile: &(),
-        };
-        let watches = term.watches(None);
+        let common = Common::default();
+        let elected = Elected::new(client.clone(), OPTIONS.name, &common, "ops");
+        let everywhere = elected.watches(&metrics);
+        assert_eq!(everywhere.api::<Pod>().resource_url(), "/api/v1/pods");
+        drop(everywhere);
+        let elected = elected.scope(Scope::Namespace);
+        let watches = elected.watches(&metrics);
         let managed = watches.managed.label_selector.as_deref();
         assert_eq!(
             managed,
@@ -986,16 +930,102 @@ mod tests {
         );
         assert_eq!(
             watches.api::<Pod>().resource_url(),
-            "/api/v1/namespaces/ops/pods"
+            "/api/v1/namespaces/default/pods",
+            "the client's namespace"
         );
         assert_eq!(watches.api::<Node>().resource_url(), "/api/v1/nodes");
+        drop(watches);
 
         let replica = Replica::new(client.clone(), "ops", "widget-0", OPTIONS.name, 15);
-        let shard = replica.expect("a valid shard name");
-        let sharded = term.watches(Some(&shard)).managed.label_selector;
-        let selector = sharded.expect("a selector");
+        let replica = Some(Arc::new(replica.expect("a valid shard name")));
+        let sharded = elected.shards(Shards {
+            replica,
+            kinds: Vec::new(),
+        });
+        let selector = sharded.watches(&metrics).managed.label_selector;
+        let selector = selector.expect("a selector");
         assert!(selector.starts_with("app.kubernetes.io/managed-by=widget-operator,"));
         assert!(selector.ends_with("=widget-0"), "{selector}");
+    }
+
+    #[tokio::test]
+    async fn a_runner_is_elected_as_its_options_and_sharding_flag_say() {
+        let client = crate::testing::offline_client();
+        let metrics = Arc::new(Metrics::new(ReadyWhen::WatchesListed(1)));
+        let named = Common {
+            pod_name: Some("widget-0".to_owned()),
+            ..Common::default()
+        };
+        let runner = || Runner::new(client.clone(), &OPTIONS, &named, "ops");
+        let unsharded = kind_context::<Pod>(&client);
+        let elected = runner().elected(&unsharded).expect("unsharded");
+        assert_eq!(elected.name, OPTIONS.name);
+        assert_eq!(elected.pod_namespace, "ops");
+        assert_eq!(elected.scope, OPTIONS.scope);
+        assert!(elected.shards.replica.is_none() && unsharded.0.shard().is_none());
+        let selector = elected.watches(&metrics).managed.label_selector;
+        assert_eq!(
+            selector.as_deref(),
+            Some("app.kubernetes.io/managed-by=widget-operator")
+        );
+
+        let sharded = kind_context::<Pod>(&client);
+        let elected = runner().sharded(true).elected(&sharded).expect("named");
+        assert_eq!(
+            format!("{:?}", elected.shards),
+            r#"Shards { shard: Some("widget-0"), kinds: ["Pod"] }"#
+        );
+        let replica = elected.shards.replica.as_deref().expect("sharded");
+        let held = sharded
+            .0
+            .shard()
+            .is_some_and(|shard| std::ptr::eq(shard, replica));
+        assert!(
+            held,
+            "reconciles keep to the shard its children are watched on"
+        );
+        let selector = elected.watches(&metrics).managed.label_selector;
+        assert!(selector.expect("a selector").ends_with("=widget-0"));
+
+        let unnamed = Common::default();
+        let runner = Runner::new(client.clone(), &OPTIONS, &unnamed, "ops").sharded(true);
+        let refused = runner.elected(&kind_context::<Pod>(&client));
+        assert!(matches!(refused, Err(sharding::Error::Unnamed)));
+    }
+
+    /// Generated crates' cluster tests spawn the future of `Runner::run`, from a function
+    /// generic over the operator's hooks.
+    #[tokio::test]
+    async fn a_runner_runs_in_a_future_tokio_can_spawn() {
+        const RUN: Options<ConfigMap> = Options {
+            name: "widget-operator",
+            changes: &[],
+            concurrency: 0,
+            debounce: Duration::ZERO,
+            scope: Scope::Cluster,
+        };
+        async fn run_with<R: Send + Sync + 'static>(
+            ctx: Arc<KindContext<ConfigMap>>,
+            hooks: R,
+            common: Common,
+        ) -> Result<(), leader::Error> {
+            let (hooks, cache) = (Arc::new(hooks), Cache::<Pod>::default());
+            let client = crate::testing::offline_client();
+            Runner::new(client, &RUN, &common, "ops")
+                .sharded(common.pod_name.is_some())
+                .run(
+                    Arc::clone(&ctx),
+                    |controller, watches| controller.owns_stream(watches.owned(&cache)),
+                    move |_, _| {
+                        let _hooks = Arc::clone(&hooks);
+                        async { Ok::<_, crate::error::Error>(Action::await_change()) }
+                    },
+                )
+                .await
+        }
+        fn spawnable<F: Future + Send + 'static>(_: F) {}
+        let ctx = Arc::new(kind_context(&crate::testing::offline_client()));
+        spawnable(run_with(ctx, (), Common::default()));
     }
 
     #[tokio::test]
@@ -1009,9 +1039,8 @@ mod tests {
                 initial_list,
                 ..Common::default()
             };
-            let runner = Runner::new(client, &OPTIONS, &common, "ops");
-            let term = runner.term_setup(&metrics, &(), &());
-            let watches = term.watches(None);
+            let elected = Elected::new(client, OPTIONS.name, &common, "ops");
+            let watches = elected.watches(&metrics);
             assert_eq!(watches.initial_list, initial_list);
             let cache = Cache::<ConfigMap>::default();
             let owned = Box::pin(watches.owned(&cache)).next().await;
@@ -1029,7 +1058,7 @@ mod tests {
                 "the mock fails every request"
             );
             drop(watches);
-            drop(runner);
+            drop(elected);
             let seen = server.await.expect("the mock API server");
             let queries: Vec<&str> = seen.iter().filter_map(|s| s.uri.query()).collect();
             assert_eq!(queries.len(), 2, "{queries:?}");
@@ -1051,8 +1080,7 @@ mod tests {
         let (client, server) = one_config_map("ops");
         let metrics = Arc::new(Metrics::new(ReadyWhen::WatchesListed(1)));
         let paged = InitialList::Paged;
-        let mut watches = Watches::new(&client, &metrics, Some("ops"), OPTIONS.name, None, paged);
-        watches.shared = Some(shared::Shared::default());
+        let watches = Watches::new(&client, &metrics, Some("ops"), OPTIONS.name, None, paged);
         let cache = Cache::<ConfigMap>::default();
         let mut driver = Box::pin(watches.owned(&cache));
         let mut follower = Box::pin(watches.owned(&cache));

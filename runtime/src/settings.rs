@@ -31,6 +31,18 @@ pub const METRICS_ADDR: SocketAddr = SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPEC
 /// unless `--lease-seconds` says otherwise.
 pub const LEASE_SECONDS: u64 = 15;
 
+/// How many seconds before its Lease would expire a leader renews it: a third of the Lease, and
+/// at least 2 s, so that a short Lease is not lost to one slow request; always less than the
+/// Lease, as kube-lease-manager requires. It is here, beside the flag whose range keeps it so
+/// ([`Common::lease_seconds`]), because both the election and each shard's own Lease
+/// ([`crate::sharding::Member`]) renew by it.
+pub(crate) fn renewal_margin(lease_seconds: u64) -> u64 {
+    (lease_seconds / 3)
+        .max(2)
+        .min(lease_seconds.saturating_sub(1))
+        .max(1)
+}
+
 /// The settings of logging, telemetry and leader election; the log filter itself is
 /// `RUST_LOG` (default `info`).
 #[derive(Debug, Clone, PartialEq, Eq, clap::Args)]
@@ -417,5 +429,17 @@ mod tests {
             let flags = WithWebhooks::try_parse_from(["operator"]).expect("no flags");
             assert_eq!(flags.webhooks.certs, Issuer::SelfManaged);
         }
+    }
+
+    #[test]
+    fn a_leader_renews_a_third_of_the_lease_early_and_at_least_two_seconds_early() {
+        assert_eq!(super::renewal_margin(15), 5);
+        assert_eq!(super::renewal_margin(5), 2);
+        assert_eq!(
+            super::renewal_margin(3),
+            2,
+            "a short Lease keeps two seconds"
+        );
+        assert!((3..=3600).all(|lease| (1..lease).contains(&super::renewal_margin(lease))));
     }
 }

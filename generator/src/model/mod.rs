@@ -15,10 +15,13 @@
 //! CRD came from) is beside the model, in [`Analysis`].
 
 mod dependencies;
+mod flags;
+mod modules;
 mod monitoring;
 mod policy;
 mod primary;
 mod rbac;
+mod reconciled;
 mod relations;
 mod status;
 mod webhooks;
@@ -27,10 +30,13 @@ use serde::Serialize;
 
 pub use self::{
     dependencies::Dependency,
+    flags::FlagGroup,
+    modules::Module,
     monitoring::{Alert, Monitoring, runtime_series},
     policy::Requeue,
     primary::{Conditions, Primary, PrimaryInput},
     rbac::Rule,
+    reconciled::{Reconciled, ReconciledKind},
     relations::{External, Import, Related, RelatedCrd, Watched},
     status::OwnCondition,
     webhooks::{
@@ -96,6 +102,8 @@ pub struct Operator {
     /// The webhooks the operator serves: admission webhooks when the manifest asks for any,
     /// and the conversion webhook of a derived resource served in several versions.
     pub webhooks: Option<Webhooks>,
+    /// `Settings`' flags beyond the common ones, a group per feature.
+    pub flags: Vec<FlagGroup>,
     pub types: Types,
 }
 
@@ -112,6 +120,8 @@ pub struct Crate {
     pub provenance: Provenance,
     pub dependencies: Vec<Dependency>,
     pub dev_dependencies: Vec<Dependency>,
+    /// The library's modules, in `lib.rs`'s order, with who owns each.
+    pub modules: Vec<Module>,
     /// Where the runtime comes from: vendored, the render adds the copy's files to the plan.
     /// No template prints it; the dependencies above name its path.
     #[serde(skip)]
@@ -133,7 +143,7 @@ pub struct Relations {
 /// How the controller runs and what every reconcile goes through.
 #[derive(Debug, Clone, Serialize)]
 pub struct Controller {
-    /// Primary-stream predicates, as `kube::runtime::predicates` function names.
+    /// Primary-stream predicates, as paths of `kube::runtime::predicates` functions.
     pub predicates: Vec<Constant>,
     pub requeue: Requeue,
     /// True when cleanup hooks run behind a finalizer (any external relation).
@@ -156,6 +166,8 @@ pub struct Controller {
     /// Whether the operator watches only its own namespace, granted by a Role rather than a
     /// ClusterRole.
     pub namespace_scoped: bool,
+    /// The kinds reconciled, a controller each, and how generated items name them.
+    pub reconciled: Reconciled,
 }
 
 /// The tests that come with the crate.
@@ -283,7 +295,7 @@ pub fn analyze(
         &facts,
         &resolved,
         crate_name,
-        webhooks.is_some(),
+        webhooks.as_ref(),
         &bad,
     )?;
     let rbac = rbac_rules(&facts, &resolved, &controller);
@@ -332,6 +344,7 @@ pub fn analyze(
             external: resolved.external,
             imports: resolved.imports,
         },
+        flags: flags::groups(webhooks.as_ref(), controller.sharding),
         controller,
         tests,
         deploy,
@@ -479,6 +492,7 @@ fn controller(
         shard_label: Text::new(format!("shard.operator-gen.io/{crate_name}")),
         drain_label: Text::new(format!("drain.operator-gen.io/{crate_name}")),
         namespace_scoped: scope == manifest::Scope::Namespace,
+        reconciled: Reconciled::new(facts.archetype, &primary.kinds),
     })
 }
 
@@ -489,12 +503,18 @@ fn krate(
     facts: &primary::PrimaryFacts,
     resolved: &relations::Resolved,
     name: String,
-    webhooks: bool,
+    webhooks: Option<&Webhooks>,
     bad: &dyn Fn(&str, String) -> Error,
 ) -> Result<Crate> {
     let uses_chrono = facts.uses_chrono || resolved.uses_chrono;
-    let (dependencies, dev_dependencies) =
-        dependencies::tables(manifest, &name, facts.archetype, uses_chrono, webhooks, bad)?;
+    let (dependencies, dev_dependencies) = dependencies::tables(
+        manifest,
+        &name,
+        facts.archetype,
+        uses_chrono,
+        webhooks.is_some(),
+        bad,
+    )?;
     Ok(Crate {
         ident: naming::snake_ident(&name),
         description: description(facts.archetype, &facts.primary),
@@ -502,6 +522,7 @@ fn krate(
         name: Text::new(name),
         dependencies,
         dev_dependencies,
+        modules: modules::of(facts.archetype, webhooks),
         runtime: crate::vendor::RuntimeSource::of(manifest),
     })
 }

@@ -54,7 +54,8 @@ pub(super) fn requeue(manifest: &Manifest, bad: &dyn Fn(&str, String) -> Error) 
     })
 }
 
-/// The predicates in force, as `kube::runtime::predicates` function names.
+/// The predicates in force, as paths of `kube::runtime::predicates` functions
+/// (`predicates::generation`).
 ///
 /// A sharded operator's primaries also pass on a change of labels, when any predicate
 /// filters them: the sharder asks a replica to let an object go by a label, which changes
@@ -67,10 +68,10 @@ pub(super) fn predicates(manifest: &Manifest, sharding: bool) -> Vec<Constant> {
     predicates
         .iter()
         .map(|p| match p {
-            manifest::Predicate::Generation => "generation",
-            manifest::Predicate::Finalizers => "finalizers",
-            manifest::Predicate::Labels => "labels",
-            manifest::Predicate::Annotations => "annotations",
+            manifest::Predicate::Generation => "predicates::generation",
+            manifest::Predicate::Finalizers => "predicates::finalizers",
+            manifest::Predicate::Labels => "predicates::labels",
+            manifest::Predicate::Annotations => "predicates::annotations",
         })
         .map(Constant)
         .collect()

@@ -14,7 +14,7 @@ use crate::{
     crd_document::SelectedCrd,
     error::{Error, Result},
     k8s_catalog, manifest, naming, rust_types, schema_check, schema_sample,
-    text::{Ident, Text},
+    text::{Code, Ident, Text},
 };
 
 /// What the operator reconciles, as read from the manifest and loaded by the caller.
@@ -45,9 +45,10 @@ pub struct Primary {
     /// The CRD's name, `plural.group`.
     pub crd_name: Text,
     pub rust_type: Ident,
-    /// A derived primary's root type name for kube-derive (`#[kube(root = …)]`), when the
-    /// kind itself cannot name a Rust type (`Self`); kube-derive names it after the kind.
-    pub derived_root: Option<Text>,
+    /// The `#[kube(…)]` arguments a derived primary's types repeat in every version, after
+    /// group, version, kind and plural: `root = "…"` when the kind itself cannot name a Rust
+    /// type (`Self`; kube-derive names the root type after the kind), and `namespaced`.
+    pub kube_args: Code,
     pub namespaced: bool,
     /// A derived primary's spec struct, which kube-derive builds the root type from; decided
     /// here, so that no template composes it.
@@ -157,7 +158,7 @@ impl Names<'_> {
             api_version: Text::new(api_version),
             crd_name: Text::new(crd_name),
             rust_type,
-            derived_root: None,
+            kube_args: Code::empty(),
             namespaced: self.namespaced,
             spec_type: None,
             status_type: None,
@@ -531,11 +532,18 @@ fn derived(manifest_origin: &str, d: &manifest::Derived) -> Result<PrimaryFacts>
     };
     let root = naming::type_ident(&d.kind, &[]);
     let mut primary = names.primary(root.clone());
-    primary.derived_root = (root.as_str() != d.kind).then(|| Text::from(root.as_str()));
+    primary.kube_args = kube_args((root.as_str() != d.kind).then_some(&root), d.namespaced);
     primary.spec_type = Some(naming::type_ident(&format!("{root}Spec"), &[]));
     primary.status_type = Some(naming::type_ident(&format!("{root}Status"), &[]));
     primary.status_subresource = true;
     Ok(PrimaryFacts::plain(primary, Archetype::Derived))
+}
+
+/// The `#[kube(…)]` arguments of [`Primary::kube_args`]: `root` named when it is not the kind.
+fn kube_args(root: Option<&Ident>, namespaced: bool) -> Code {
+    let root = root.map(|root| format!(", root = {}", Text::from(root.as_str()).rs()));
+    let namespaced = if namespaced { ", namespaced" } else { "" };
+    Code::escaped(format!("{}{namespaced}", root.unwrap_or_default()))
 }
 
 fn generic(kinds: &[k8s_catalog::BuiltinKind]) -> PrimaryFacts {

@@ -928,7 +928,14 @@ fn sharding_grants_the_primary_patch_and_lets_label_changes_through() {
     );
     // The drain label changes neither generation nor finalizers.
     let predicates: Vec<&str> = operator.controller.predicates.iter().map(|p| p.0).collect();
-    assert_eq!(predicates, ["generation", "finalizers", "labels"]);
+    assert_eq!(
+        predicates,
+        [
+            "predicates::generation",
+            "predicates::finalizers",
+            "predicates::labels"
+        ]
+    );
     let unfiltered = analyze_with("sharding: true\npredicates: []").expect("a valid manifest");
     assert!(
         unfiltered.controller.predicates.is_empty(),

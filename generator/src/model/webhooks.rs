@@ -98,6 +98,9 @@ pub struct Configuration {
     pub mutating: bool,
     /// The runtime's `admission::Hook` it serves: `Validate` or `Mutate`.
     pub hook: Constant,
+    /// The runtime's `certificates::CaTarget` that keeps its `caBundle`: `Validating` or
+    /// `Mutating`.
+    pub ca_target: Constant,
     /// `Fail`, or `Ignore` when the webhooks fail open (see [`fails_open`]).
     pub failure_policy: Constant,
 }
@@ -211,6 +214,7 @@ pub(super) fn resolve(
             webhook,
             mutating,
             hook: Constant(if mutating { "Mutate" } else { "Validate" }),
+            ca_target: Constant(if mutating { "Mutating" } else { "Validating" }),
             failure_policy,
         })
     };

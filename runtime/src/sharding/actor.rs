@@ -21,8 +21,8 @@ use tokio::time::Instant;
 use super::{Error, Labels, ObjectId, RING_LABEL, Relabel, Sharder};
 use crate::{
     backoff::RetryExt,
+    lists,
     metrics::{Metrics, ReadyWhen},
-    run::lists,
     settings::InitialList,
 };
 
@@ -83,7 +83,7 @@ pub async fn run(
     clippy::too_many_arguments,
     reason = "the sharder's wiring, called from one place"
 )]
-pub(super) async fn run_listing(
+pub(crate) async fn run_listing(
     client: Client,
     ring: &str,
     lease_namespace: &str,

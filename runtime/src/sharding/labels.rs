@@ -5,11 +5,7 @@ use std::collections::BTreeMap;
 use serde_json::{Value, json};
 
 use super::{Assignment, Error, ObjectKey};
-
-/// What every ring's shard label key starts with; the ring's name follows. A ring is named
-/// after its operator, so [`crate::apply::apply_owned`] copies the owner's label of the ring
-/// named like its field manager to the children, which land on their owner's shard.
-pub const SHARD_LABEL_PREFIX: &str = "shard.operator-gen.io/";
+use crate::apply::SHARD_LABEL_PREFIX;
 
 /// The label keys of one ring: which shard an object belongs to, and whether it is being
 /// drained from it. Keyed by the operator, so that two sharded operators that reconcile the
@@ -73,7 +69,7 @@ impl Labels {
 
 /// Whether `value` can be a label's value, so a shard of that name can be written: at most 63
 /// letters, digits, '-', '_' and '.', starting and ending with a letter or digit.
-pub(super) fn is_label_value(value: &str) -> bool {
+pub(crate) fn is_label_value(value: &str) -> bool {
     let bytes = value.as_bytes();
     !bytes.is_empty()
         && bytes.len() <= 63

@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 use tokio::{sync::watch, time::Instant};
 
 use super::{Fence, RING_LABEL};
-use crate::leader::renewal_margin;
+use crate::settings::renewal_margin;
 
 /// How long a replica waits after a renewal the API server refused before it tries again; its
 /// fence closes meanwhile if the API server stays away.

@@ -423,7 +423,7 @@ mod tests {
     #[test]
     fn a_replica_stops_before_the_sharder_could_see_its_lease_expire() {
         let sent = Instant::now();
-        let mut fence = Fence::new(10, crate::leader::renewal_margin(10));
+        let mut fence = Fence::new(10, crate::settings::renewal_margin(10));
         assert!(!fence.holds(sent), "no renewal yet");
         fence.renewed(sent);
         // The renewal is due at 7 s; the fence closes at 9 s; the Lease ends at 10 s, from a
@@ -444,7 +444,7 @@ mod tests {
     #[test]
     fn a_short_lease_still_fences_before_it_expires() {
         for lease_seconds in 3..=60 {
-            let margin = crate::leader::renewal_margin(lease_seconds);
+            let margin = crate::settings::renewal_margin(lease_seconds);
             let mut fence = Fence::new(lease_seconds, margin);
             let sent = Instant::now();
             fence.renewed(sent);

@@ -26,7 +26,8 @@
 //! The decisions ([`Sharder`], [`Decision`], [`Membership`], [`Fence`]) are pure and tested
 //! here; `cargo xtask e2e` proves the protocol on a real API server. The watches and writes
 //! around them take the [`Assignment`] trait, so that a server-side filter (Kubernetes 1.36's
-//! sharded list and watch) can replace the labels later.
+//! sharded list and watch) can replace the labels later. A replica's terms, which join this
+//! protocol to the leader's terms and election, are [`crate::replica`]'s.
 
 mod actor;
 #[cfg(test)]
@@ -34,15 +35,15 @@ mod fixtures;
 mod labels;
 mod member;
 mod membership;
-mod replica;
 mod ring;
 mod sharder;
 
 pub use actor::run as run_sharder;
-pub use labels::{Decision, Labels, Placement, SHARD_LABEL_PREFIX};
+pub(crate) use actor::run_listing;
+pub(crate) use labels::is_label_value;
+pub use labels::{Decision, Labels, Placement};
 pub use member::Member;
 pub use membership::{Fence, Membership};
-pub use replica::{Replica, run_sharded};
 pub use ring::{Assignment, ObjectKey, Ring};
 pub use sharder::{ObjectId, Relabel, Sharder};
 

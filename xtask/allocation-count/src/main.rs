@@ -157,7 +157,10 @@ async fn converge(
     settings.common.metrics_addr = "127.0.0.1:0".parse()?;
     settings.webhooks.addr = "127.0.0.1:0".parse()?;
     let ctx = Arc::new(Context::with_settings(client, settings));
-    let run = controller::run_with(Arc::clone(&ctx), Operator::default());
+    let contexts = controller::Contexts {
+        primary: Arc::clone(&ctx),
+    };
+    let run = controller::run_with(contexts, Operator::default());
     let done = async {
         while ctx.metrics.reconciles() < 2 * n as u64 {
             tokio::time::sleep(Duration::from_millis(20)).await;

@@ -5,6 +5,10 @@
 //! and the controller over them. It starts when the replica's fence opens (its Lease renewed)
 //! and ends when the fence closes or the operator is asked to stop; reconciles in flight then
 //! finish, inside the half margin the fence leaves before the Lease could expire.
+//!
+//! It is a module of its own, above both [`crate::sharding`] (the protocol it takes part in)
+//! and [`crate::leader`] (whose terms it runs, and whose election its sharder runs under), so
+//! that the protocol needs nothing of the election.
 
 use std::future::Future;
 
@@ -16,11 +20,11 @@ use kube::{
 use serde::de::DeserializeOwned;
 use tokio::{sync::watch, time::Instant};
 
-use super::{Error, Fence, Labels, Member, labels::is_label_value};
 use crate::{
     leader::{self, Election},
     metrics::{Metrics, ReadyWhen},
     settings::{Common, InitialList},
+    sharding::{self, Error, Fence, Labels, Member, is_label_value},
     shutdown::Shutdown,
 };
 
@@ -223,7 +227,7 @@ where
     let sharder = election.run(&sharder_metrics, |term| {
         let client = replica.client.clone();
         async move {
-            let placed = super::actor::run_listing(
+            let placed = sharding::run_listing(
                 client,
                 &replica.ring,
                 &replica.namespace,

@@ -6,6 +6,10 @@
 //! off: by default on Kubernetes 1.27 to 1.31 and on 1.33, the oldest kube 5 supports (1.32
 //! and 1.34 on serve it). kube's watcher would ask again and again and never list; here the
 //! watch lists in pages instead, once the server has said so, and says what to set.
+//!
+//! A module of its own, under neither the run loop nor sharding, because both start watches
+//! here: the run loop's of the primary, the children and the related kinds, and the sharder's
+//! of the Leases and the objects it places.
 
 use std::{
     fmt::Debug,
