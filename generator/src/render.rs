@@ -419,7 +419,11 @@ fn space_items(code: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::text::Text;
+    use crate::{
+        manifest::Manifest,
+        model::{PrimaryInput, analyze},
+        text::Text,
+    };
 
     /// Renders `template` (named like the real ones) with `context` on a guarded engine.
     fn render_one(template: &str, context: &impl serde::Serialize) -> Result<String> {
@@ -539,7 +543,7 @@ mod tests {
             // Generic parameters and arguments (`<K: Kind>`, `<K>`) open with `<` or are
             // empty, so they close a name rather than compose one (see `model::reconciled`).
             let printed = rest[start + 2..end - 2].trim_matches(['-', ' ']);
-            let generics = printed.ends_with(".params") || printed.ends_with(".args");
+            let generics = GENERIC_ARGUMENTS.contains(&printed);
             if (word(before) && !generics) || word(after) {
                 let line_start = rest[..start].rfind('\n').map_or(0, |i| i + 1);
                 let line_end = rest[end..].find('\n').map_or(rest.len(), |i| end + i);
@@ -549,6 +553,16 @@ mod tests {
         }
         None
     }
+
+    /// The model's generic parameters and arguments, as templates print them (`r` is
+    /// `controller.reconciled`).
+    const GENERIC_ARGUMENTS: &[&str] = &[
+        "controller.reconciled.params",
+        "controller.reconciled.args",
+        "r.params",
+        "r.args",
+        "kind.args",
+    ];
 
     #[test]
     fn no_rust_template_composes_an_identifier() {
@@ -603,26 +617,39 @@ mod tests {
 
     /// The operator of the test CRD with `manifest`.
     fn imported(manifest: &str) -> Operator {
-        use crate::{
-            crd_document::{Selection, parse_all, select, tests::CRD},
-            manifest::Manifest,
-            model::{PrimaryInput, analyze},
-        };
+        operator_of(&test_crd(false), manifest)
+    }
+
+    /// The test CRD as a primary, typed by kopium or, `dynamic`, untyped.
+    fn test_crd(dynamic: bool) -> PrimaryInput {
+        use crate::crd_document::{Selection, parse_all, select, tests::CRD};
         let documents = parse_all("w.yaml", CRD.as_bytes()).expect("the test CRD parses");
         let selected = select("w.yaml", documents, &Selection::default()).expect("one CRD");
-        let manifest = Manifest::parse("operator.yaml", manifest).expect("a valid manifest");
-        let input = PrimaryInput::Crd {
+        PrimaryInput::Crd {
             selected: Box::new(selected),
-            dynamic: false,
-        };
-        let analysis = analyze("operator.yaml", &manifest, &input, &[], Default::default());
+            dynamic,
+        }
+    }
+
+    /// The operator of `input` with `manifest`.
+    fn operator_of(input: &PrimaryInput, manifest: &str) -> Operator {
+        let manifest = Manifest::parse("operator.yaml", manifest).expect("a valid manifest");
+        let analysis = analyze("operator.yaml", &manifest, input, &[], Default::default());
         analysis.expect("a model").operator
     }
 
     #[test]
     fn lib_rs_declares_every_rendered_module_with_its_owner() {
-        for manifest in ["", "webhooks: {validating: true, mutating: true}"] {
-            let operator = imported(manifest);
+        let kind = |name| crate::k8s_catalog::find(name).expect("a built-in kind");
+        let inputs = [
+            test_crd(false),
+            test_crd(true),
+            PrimaryInput::Builtin(kind("Deployment")),
+            PrimaryInput::Generic(vec![kind("Deployment"), kind("ConfigMap")]),
+        ];
+        let manifests = ["", "webhooks: {validating: true, mutating: true}"];
+        for (input, manifest) in inputs.iter().flat_map(|i| manifests.map(|m| (i, m))) {
+            let operator = operator_of(input, manifest);
             let plan = render(&operator).expect("renders");
             let rendered: Vec<(String, bool)> = plan
                 .files
@@ -647,7 +674,11 @@ mod tests {
                 .map(|module| (module.name.as_str().to_owned(), module.generated))
                 .collect();
             declared.sort();
-            assert_eq!(declared, rendered, "{manifest}");
+            assert_eq!(
+                declared, rendered,
+                "{:?} with {manifest:?}",
+                operator.archetype
+            );
         }
     }
 

@@ -154,13 +154,15 @@ impl Code {
     }
 
     /// `source` the generator composed only of its own tokens and escaped literals
-    /// ([`Text::rs`]), which are Rust tokens whatever the input was; debug builds lex it.
-    pub(crate) fn escaped(source: String) -> Self {
-        debug_assert!(
-            Self::lexed(source.clone()).is_ok(),
-            "{source} is not Rust tokens"
-        );
-        Self(source)
+    /// ([`Text::rs`]), which lex whatever the input was.
+    ///
+    /// # Panics
+    /// When `source` does not lex: a bug in the code that composed it, never input.
+    pub(crate) fn composed(source: String) -> Self {
+        match Self::lexed(source) {
+            Ok(code) => code,
+            Err(error) => panic!("the generator composed code that does not lex: {error}"),
+        }
     }
 
     /// No code at all: what an optional piece prints when it is absent.

@@ -4,8 +4,9 @@
 //!
 //! A generated controller declares only what is its own: its [`Options`] (from
 //! `operator.yaml`), its relations (a function that adds them to the controller over the
-//! primary, from the streams a [`Watches`] gives) and its reconcile. [`Runner::run`] does the
-//! rest, the same way for every operator:
+//! primary, from the streams a [`Watches`] gives) and its reconcile, for each kind it
+//! reconciles (a typed operator's one primary, or each of a generic operator's kinds).
+//! [`Elected`] and [`Runner::run_term`] do the rest, the same way for every operator:
 //! - the primary's watch, on this replica's shard with `--sharding`, cached, and filtered by
 //!   the changes that `operator.yaml` says trigger a reconcile;
 //! - the owned children's watches, narrowed to the children this operator manages, on this
@@ -212,8 +213,8 @@ pub struct Watches<'a> {
     /// The owned kinds' caches, counted in the metrics for this term.
     counted: Mutex<Vec<Counted>>,
     /// The watches the term's controllers share (see [`Elected`]), so each related kind is
-    /// watched once however many controllers relate it; with one controller, each watch is
-    /// its own.
+    /// watched once however many controllers relate it; with one controller, each watch has
+    /// one follower, which gets every object and error as an unshared watch would give them.
     shared: shared::Shared,
 }
 
@@ -292,8 +293,10 @@ impl<'a> Watches<'a> {
 
 /// Runs an operator's controller: see the [module](self).
 ///
-/// A whole operator, of ConfigMaps, owning nothing: what a generated crate's `main.rs`,
-/// `manifest.rs` and `controller.rs` hold between them.
+/// A whole operator, of ConfigMaps, owning nothing, written by hand with `Runner::run` (an
+/// [`Elected`] of one kind). A generated crate's `controller.rs` runs its kinds through
+/// [`Elected`] and [`Runner::run_term`] instead, one per kind, so that one family of crates
+/// serves an operator of one kind and one of several.
 ///
 /// ```no_run
 /// use std::{sync::Arc, time::Duration};
@@ -993,8 +996,8 @@ mod tests {
         assert!(matches!(refused, Err(sharding::Error::Unnamed)));
     }
 
-    /// Generated crates' cluster tests spawn the future of `Runner::run`, from a function
-    /// generic over the operator's hooks.
+    /// A hand-written operator may spawn the future of `Runner::run`, from a function
+    /// generic over its hooks.
     #[tokio::test]
     async fn a_runner_runs_in_a_future_tokio_can_spawn() {
         const RUN: Options<ConfigMap> = Options {
@@ -1026,6 +1029,69 @@ mod tests {
         fn spawnable<F: Future + Send + 'static>(_: F) {}
         let ctx = Arc::new(kind_context(&crate::testing::offline_client()));
         spawnable(run_with(ctx, (), Common::default()));
+    }
+
+    /// Generated crates run one controller per kind in each term of `Elected`, joined, from a
+    /// function generic over the operator's hooks (`controller::run_with`), and their cluster
+    /// tests spawn its future: the shape of a generated operator of two kinds.
+    #[tokio::test]
+    async fn controllers_of_two_kinds_joined_in_each_term_run_in_a_future_tokio_can_spawn() {
+        const CONFIG_MAPS: Options<ConfigMap> = Options {
+            name: "widget-operator",
+            changes: &[],
+            concurrency: 0,
+            debounce: Duration::ZERO,
+            scope: Scope::Cluster,
+        };
+        async fn run_for<K: Watched + Serialize, R: Send + Sync + 'static>(
+            options: &Options<K>,
+            ctx: &Arc<KindContext<K>>,
+            hooks: &Arc<R>,
+            (term, watches): (&Term, &Watches<'_>),
+        ) {
+            let (client, common, hooks) = (
+                crate::testing::offline_client(),
+                Common::default(),
+                Arc::clone(hooks),
+            );
+            Runner::new(client, options, &common, "ops")
+                .run_term(
+                    Arc::clone(ctx),
+                    |controller, _| controller,
+                    move |_, _| {
+                        let _hooks = Arc::clone(&hooks);
+                        async { Ok::<_, crate::error::Error>(Action::await_change()) }
+                    },
+                    term,
+                    watches,
+                )
+                .await;
+        }
+        async fn run_with<R: Send + Sync + 'static>(
+            (pods, config_maps): (Arc<KindContext<Pod>>, Arc<KindContext<ConfigMap>>),
+            hooks: R,
+            common: Common,
+        ) -> Result<(), leader::Error> {
+            let hooks = Arc::new(hooks);
+            let (metrics, hooks) = (Arc::clone(pods.0.metrics()), &hooks);
+            let (pods, config_maps) = (&pods, &config_maps);
+            let client = crate::testing::offline_client();
+            Elected::new(client, OPTIONS.name, &common, "ops")
+                .run(&metrics, |term, watches| async move {
+                    tokio::join!(
+                        run_for(&OPTIONS, pods, hooks, (&term, &watches)),
+                        run_for(&CONFIG_MAPS, config_maps, hooks, (&term, &watches)),
+                    );
+                })
+                .await
+        }
+        fn spawnable<F: Future + Send + 'static>(_: F) {}
+        let client = crate::testing::offline_client();
+        let contexts = (
+            Arc::new(kind_context(&client)),
+            Arc::new(kind_context(&client)),
+        );
+        spawnable(run_with(contexts, (), Common::default()));
     }
 
     #[tokio::test]

@@ -543,7 +543,7 @@ fn derived(manifest_origin: &str, d: &manifest::Derived) -> Result<PrimaryFacts>
 fn kube_args(root: Option<&Ident>, namespaced: bool) -> Code {
     let root = root.map(|root| format!(", root = {}", Text::from(root.as_str()).rs()));
     let namespaced = if namespaced { ", namespaced" } else { "" };
-    Code::escaped(format!("{}{namespaced}", root.unwrap_or_default()))
+    Code::composed(format!("{}{namespaced}", root.unwrap_or_default()))
 }
 
 fn generic(kinds: &[k8s_catalog::BuiltinKind]) -> PrimaryFacts {
@@ -618,4 +618,22 @@ pub(super) fn conditions(schema: &JSONSchemaProps) -> Option<Conditions> {
         unfillable,
         ..fields
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kube_args_name_a_root_only_when_the_kind_cannot_be_one_and_scope_a_namespaced_kind() {
+        let root = naming::type_ident("SelfResource", &[]);
+        let args = |root, namespaced| kube_args(root, namespaced).as_str().to_owned();
+        assert_eq!(args(None, false), "");
+        assert_eq!(args(None, true), ", namespaced");
+        assert_eq!(
+            args(Some(&root), true),
+            r#", root = "SelfResource", namespaced"#
+        );
+        assert_eq!(args(Some(&root), false), r#", root = "SelfResource""#);
+    }
 }

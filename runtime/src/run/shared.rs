@@ -1,5 +1,6 @@
-//! The watches that the controllers of one term share when an operator runs one per primary
-//! kind (a generic operator's): each related kind is watched once, not once per primary kind.
+//! The watches that the controllers of one term share, one controller per kind the operator
+//! reconciles (a generic operator's several, a typed operator's one): each related kind is
+//! watched once, not once per reconciled kind.
 //! The first controller to ask for a watch drives it, and every other controller that asks
 //! for the same one gets a copy of each object it yields.
 //!
