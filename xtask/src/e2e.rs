@@ -17,6 +17,7 @@ use std::{
     net::TcpStream,
     path::{Path, PathBuf},
     process::{Child, Command, Stdio},
+    rc::Rc,
     time::{Duration, Instant},
 };
 
@@ -25,7 +26,10 @@ use clap::Args;
 use operator_gen::{Manifest, Selection, crd_document, k8s_catalog, schema_sample};
 use serde_json::{Value, json};
 
-use crate::cluster::{self, Cluster, OperatorCrate};
+use crate::{
+    artifacts::Artifacts,
+    cluster::{self, Cluster, OperatorCrate},
+};
 
 pub(crate) mod conversion;
 mod monitoring;
@@ -79,15 +83,7 @@ pub fn run(args: E2eArgs) -> Result<std::process::ExitCode> {
         .collect();
 
     let started = Instant::now();
-    let mut build = Command::new(env!("CARGO"));
-    build.args(["build", "--quiet", "--bins"]);
-    for operator in &crates {
-        build.args(["-p", &operator.name]);
-    }
-    check_status(
-        build.current_dir(&workspace).status()?,
-        "building the operators",
-    )?;
+    let artifacts = Rc::new(Artifacts::build(&workspace)?);
     println!("phase build-operators: {:.1?}", started.elapsed());
     let started = Instant::now();
     let prometheus = monitoring::install(&workspace)?;
@@ -108,6 +104,7 @@ pub fn run(args: E2eArgs) -> Result<std::process::ExitCode> {
             logs: logs.join(&name),
             cluster: own_cluster.then(|| Cluster::new(workspace.clone())),
             prometheus: prometheus.clone(),
+            artifacts: Rc::clone(&artifacts),
         };
         let mut suite = Suite::new(env, operator)?;
         let mut results = suite.run();
@@ -166,6 +163,8 @@ struct Env {
     /// The control plane, when it is ours and so can be restarted.
     cluster: Option<Cluster>,
     prometheus: monitoring::Prometheus,
+    /// The operators' binaries and shipped cluster tests.
+    artifacts: Rc<Artifacts>,
 }
 
 /// One operator crate under test.
@@ -314,7 +313,8 @@ impl Suite {
         } = operator;
         let manifest = Manifest::load(&dir.join("operator.yaml"))?;
         let derived_crd = if manifest.primary.derive.is_some() {
-            Some(conversion::derived_crd(&env.workspace, &name, &env.logs)?)
+            let crdgen = env.artifacts.bin(&dir, "crdgen")?;
+            Some(conversion::derived_crd(crdgen, &name, &env.logs)?)
         } else {
             None
         };
@@ -946,11 +946,11 @@ impl Suite {
     /// controller, so the operator process is stopped meanwhile.
     fn shipped_cluster_test(&mut self) -> Result<()> {
         self.stop("main");
-        let output = Command::new(env!("CARGO"))
-            .args(["test", "--quiet", "-p", &self.name, "--test", "cluster"])
+        let output = Command::new(self.env.artifacts.test(&self.dir, "cluster")?)
             // It needs a cluster, so it is `#[ignore]`d in a plain `cargo test`.
-            .args(["--", "--ignored"])
-            .current_dir(&self.env.workspace)
+            .args(["--ignored", "--quiet"])
+            // Where `cargo test` runs it.
+            .current_dir(&self.dir)
             .env("KUBECONFIG", &self.env.admin)
             // Its controller serves the webhooks the installed configurations call.
             .env(
@@ -1206,7 +1206,7 @@ impl Suite {
 
     /// Starts a replica of the operator with the variables of `env` over the usual ones.
     fn start_with(&mut self, replica: &str, env: &[(&str, &str)]) -> Result<()> {
-        let binary = self.env.workspace.join("target/debug").join(&self.name);
+        let binary = self.env.artifacts.bin(&self.dir, &self.name)?.to_owned();
         let log = self.env.logs.join(format!("{replica}.log"));
         let metrics = self.next_port;
         self.next_port += 1;
@@ -1571,13 +1571,6 @@ fn assert_least_privilege(rbac: &Path) -> Result<()> {
                 }
             }
         }
-    }
-    Ok(())
-}
-
-fn check_status(status: std::process::ExitStatus, what: &str) -> Result<()> {
-    if !status.success() {
-        bail!("{what} failed ({status})");
     }
     Ok(())
 }

@@ -4,6 +4,7 @@
 //! runs the operators on it, and `bench` measures `gen` and a generated operator against
 //! their floors.
 
+mod artifacts;
 mod bench;
 mod cluster;
 mod contracts;

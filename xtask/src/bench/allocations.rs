@@ -14,6 +14,7 @@ use anyhow::{Context as _, Result, bail};
 use serde::{Deserialize, Serialize};
 
 use super::Row;
+use crate::artifacts::Artifacts;
 
 /// The checked-in baseline, beside the bench it is the baseline of.
 const BASELINE: &str = "xtask/allocation-count/baseline.json";
@@ -44,15 +45,13 @@ struct Baseline {
 
 /// The rows of the table, and what went over the baseline (nothing when blessing).
 pub(super) fn rows(workspace: &Path, bless: bool) -> Result<(Vec<Row>, Vec<String>)> {
-    let status = std::process::Command::new(env!("CARGO"))
-        .args(["build", "--quiet", "-p", "allocation-count"])
-        .current_dir(workspace)
-        .status()?;
-    if !status.success() {
-        bail!("building allocation-count failed ({status})");
-    }
-    let small = run(workspace, SMALL)?;
-    let large = run(workspace, LARGE)?;
+    let artifacts = Artifacts::build(workspace)?;
+    let binary = artifacts.bin(
+        &workspace.join("xtask/allocation-count"),
+        "allocation-count",
+    )?;
+    let small = run(binary, SMALL)?;
+    let large = run(binary, LARGE)?;
     let pairs = (LARGE - SMALL) as f64;
     let kib = |bytes: f64| bytes / 1024.0;
     let mib = |bytes: u64| bytes as f64 / (1024.0 * 1024.0);
@@ -148,12 +147,9 @@ pub(super) fn rows(workspace: &Path, bless: bool) -> Result<(Vec<Row>, Vec<Strin
     Ok((rows, over))
 }
 
-/// One run of `allocation-count` over `primaries`.
-fn run(workspace: &Path, primaries: usize) -> Result<Run> {
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map_or_else(|| workspace.join("target"), std::path::PathBuf::from);
-    let binary = target.join("debug/allocation-count");
-    let output = std::process::Command::new(&binary)
+/// One run of `allocation-count` (the binary at `binary`) over `primaries`.
+fn run(binary: &Path, primaries: usize) -> Result<Run> {
+    let output = std::process::Command::new(binary)
         .args(["--primaries", &primaries.to_string()])
         // A registry folder would add file writes to every reconcile.
         .env_remove("RULE_REGISTRY_DIR")

@@ -31,14 +31,12 @@ fn hub_only(name: &str) -> Option<HubOnly> {
     })
 }
 
-/// The CRD that crate `name`'s `crdgen` prints, with its conversion webhook (if any) called
-/// on loopback, written into `logs`.
-pub(super) fn derived_crd(workspace: &Path, name: &str, logs: &Path) -> Result<PathBuf> {
-    let output = Command::new(env!("CARGO"))
-        .args(["run", "--quiet", "-p", name, "--bin", "crdgen"])
-        .current_dir(workspace)
+/// The CRD that crate `name`'s `crdgen` (the binary at `crdgen`) prints, with its conversion
+/// webhook (if any) called on loopback, written into `logs`.
+pub(super) fn derived_crd(crdgen: &Path, name: &str, logs: &Path) -> Result<PathBuf> {
+    let output = Command::new(crdgen)
         .output()
-        .context("running crdgen")?;
+        .with_context(|| format!("running {}", crdgen.display()))?;
     if !output.status.success() {
         bail!(
             "{name}'s crdgen failed: {}",
