@@ -224,27 +224,44 @@ impl Cluster {
         Ok(())
     }
 
-    /// Restarts kube-apiserver, for the test that watches survive it.
-    pub fn restart_apiserver(&self) -> Result<()> {
+    /// Restarts kube-apiserver, for the checks that watches and Leases survive it: killed
+    /// at once, as a crash stops it (its state is etcd's), kept away for at least `away` (a
+    /// check that an outage longer than a Lease moves nothing asks for one), then started and
+    /// waited for. Asked to stop gracefully it kept its watches open for the whole 15 s
+    /// [`Cluster::stop`] allows, in each of the e2e's seven restarts.
+    pub fn restart_apiserver(&self, away: Duration) -> Result<()> {
         let bin = self.binaries()?;
-        self.stop("kube-apiserver");
+        let stopped = Instant::now();
+        self.stop_within("kube-apiserver", Duration::ZERO);
+        std::thread::sleep(away.saturating_sub(stopped.elapsed()));
         self.start_apiserver(&bin)?;
         self.wait_ready(Duration::from_secs(90))
     }
 
+    /// Stops `component`, letting it shut down gracefully for up to 15 s.
     fn stop(&self, component: &str) {
+        self.stop_within(component, Duration::from_secs(15));
+    }
+
+    /// Stops `component`: asks it to end, kills it once `grace` has passed, and waits until
+    /// it is gone, so that its ports are free for the next start.
+    fn stop_within(&self, component: &str, grace: Duration) {
         let pid_file = self.state.join(format!("{component}.pid"));
         let Ok(pid) = fs::read_to_string(&pid_file) else {
             return;
         };
         let pid = pid.trim();
         let _ = Command::new("kill").args(["-TERM", pid]).status();
-        let deadline = Instant::now() + Duration::from_secs(15);
+        let deadline = Instant::now() + grace;
         while alive(pid) && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(100));
         }
         if alive(pid) {
             let _ = Command::new("kill").args(["-KILL", pid]).status();
+            let deadline = Instant::now() + Duration::from_secs(5);
+            while alive(pid) && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(20));
+            }
         }
         let _ = fs::remove_file(pid_file);
     }
@@ -493,12 +510,16 @@ fn on_path(tool: &str) -> bool {
         .is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join(tool).is_file()))
 }
 
+/// Whether process `pid` runs. A component this process started (`restart_apiserver` in the
+/// e2e) stays a zombie once it ends, since nothing waits for it, and `kill -0` still finds a
+/// zombie: it counts as ended.
 fn alive(pid: &str) -> bool {
-    Command::new("kill")
-        .args(["-0", pid])
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
+    let Ok(stat) = fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return false;
+    };
+    // `pid (comm) state …`, where comm may hold a `)`.
+    stat.rsplit_once(')')
+        .is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z'))
 }
 
 fn check(command: &mut Command) -> Result<()> {
@@ -580,4 +601,27 @@ pub fn tail(path: &Path, lines: usize) -> String {
     let text = fs::read_to_string(path).unwrap_or_default();
     let all: Vec<&str> = text.lines().collect();
     all[all.len().saturating_sub(lines)..].join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_running_process_is_alive_and_an_ended_one_is_not_even_unwaited() {
+        let mut running = Command::new("sleep").arg("30").spawn().expect("sleep runs");
+        let pid = running.id().to_string();
+        assert!(alive(&pid));
+        // Ended but not waited for: a zombie, which `kill -0` would still find.
+        let _ = Command::new("kill").args(["-KILL", &pid]).status();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while alive(&pid) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert!(!alive(&pid), "a zombie counts as ended");
+        let zombie = fs::read_to_string(format!("/proc/{pid}/stat")).expect("not yet reaped");
+        assert!(zombie.contains(") Z"), "{zombie}");
+        running.wait().expect("reaped");
+        assert!(!alive(&pid));
+    }
 }

@@ -772,7 +772,7 @@ impl Suite {
             Ok(self.gauge("main", "operator_leader")? == 1.0)
         })?;
         if let Some(cluster) = &self.env.cluster {
-            cluster.restart_apiserver()?;
+            cluster.restart_apiserver(Duration::ZERO)?;
         }
         // From the first ready /readyz (restart_apiserver waits for it): the figure the
         // operator's watch backoff decides, apart from the API server's own start. The floor

@@ -31,6 +31,9 @@ const MANY_LABEL: &str = "e2e.operator-gen.kube.rs/sharded";
 /// sees the last renewal up to a renewal interval late, then deletes the Lease and writes the
 /// objects' labels 16 at a time.
 const MOVE_MARGIN: Duration = Duration::from_secs(10);
+/// How long the API server stays away in the restart: twice the Lease, so that every Lease
+/// would have expired had the outage counted against it.
+const OUTAGE: Duration = Duration::from_secs(2 * LEASE_SECONDS);
 
 /// Where the primaries and their children stand, as the API server lists them.
 struct Placement {
@@ -312,7 +315,7 @@ impl Suite {
         }
     }
 
-    /// Restarts the API server, away for longer than a Lease: no primary moves or is written.
+    /// Restarts the API server, away for twice a Lease: no primary moves or is written.
     fn restart_moves_nothing(&self, live: &[&str]) -> Result<()> {
         let Some(cluster) = &self.env.cluster else {
             println!("    no API server restart: the cluster in KUBECONFIG is not this run's");
@@ -320,7 +323,7 @@ impl Suite {
         };
         let before = self.placement()?;
         let away = Instant::now();
-        cluster.restart_apiserver()?;
+        cluster.restart_apiserver(OUTAGE)?;
         let away = away.elapsed();
         // Long enough for a takeover, had the outage started one: the Leases' renewals resume,
         // and any Lease judged expired would be taken over and its objects moved by now.

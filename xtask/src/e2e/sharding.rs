@@ -48,6 +48,9 @@ const RENEWAL_SECONDS: u64 = 3;
 /// another replica (the proof the sharder waits for that renewals were taken), plus 5 s for a
 /// relabel and a reconcile each.
 const CRASH_BOUND: Duration = Duration::from_secs(LEASE_SECONDS + RENEWAL_SECONDS + 5);
+/// How long the API server stays away in the restart step: twice the Lease, so that every
+/// Lease would have expired had the outage counted against it.
+const OUTAGE: Duration = Duration::from_secs(2 * LEASE_SECONDS);
 /// How long a reconcile takes here: long enough that two at once would overlap measurably.
 const RECONCILE: Duration = Duration::from_millis(2);
 /// How often a replica reconciles every object it holds, as requeues and children's events
@@ -290,7 +293,7 @@ impl Protocol {
                 };
                 let before = self.versions().await?;
                 let mark = self.note("restarting the API server");
-                tokio::task::spawn_blocking(move || cluster.restart_apiserver())
+                tokio::task::spawn_blocking(move || cluster.restart_apiserver(OUTAGE))
                     .await
                     .context("the restart's thread")??;
                 let down = started.elapsed();
