@@ -269,7 +269,7 @@ fn a_crate_made_outside_the_workspace_builds_locked_with_its_vendored_runtime() 
     );
 
     let started = std::time::Instant::now();
-    let build = Command::new(env!("CARGO"))
+    let build = operator_gen_tests::cargo()
         .args(["build", "--locked", "--offline", "--quiet"])
         .current_dir(&crate_dir)
         .env(

@@ -94,10 +94,44 @@ pub fn cargo_test_batch(root: &Path, members: &[String]) -> Result<(), String> {
     )
 }
 
+/// The variables `cargo run` and `cargo test` give the process they run, about its own package
+/// (`CARGO_PKG_*` too), which [`cargo`] keeps from a child build.
+const RUN_VARIABLES: &[&str] = &[
+    "CARGO_MANIFEST_DIR",
+    "CARGO_MANIFEST_PATH",
+    "CARGO_MANIFEST_LINKS",
+    "CARGO_CRATE_NAME",
+    "CARGO_BIN_NAME",
+    "CARGO_PRIMARY_PACKAGE",
+    "CARGO_TARGET_TMPDIR",
+    "OUT_DIR",
+];
+
+/// `cargo`, for a build that this process (a test, or `cargo xtask`) starts, with the
+/// environment a shell would give it.
+///
+/// `cargo run` and `cargo test` give the process they run the variables of its package
+/// ([`RUN_VARIABLES`], `CARGO_PKG_NAME`, …). Passed on, they reach the build scripts that ask
+/// to be rerun when such a variable changes, ring's among them (through cc): a build started
+/// from `cargo xtask`, or from one package's tests, then finds ring's script out of date for
+/// the build started from a shell, or from another package's tests, in the same target
+/// directory, and compiles ring again with everything above it: rustls, kube, the runtime,
+/// every operator. In CI that was twice a run for the workspace, about 80 s each.
+pub fn cargo() -> std::process::Command {
+    let mut command = std::process::Command::new(env!("CARGO"));
+    for (key, _) in std::env::vars_os() {
+        let key = key.to_string_lossy();
+        if key.starts_with("CARGO_PKG_") || RUN_VARIABLES.contains(&key.as_ref()) {
+            command.env_remove(key.as_ref());
+        }
+    }
+    command
+}
+
 /// Runs cargo with `args` on the batch workspace in `root`, in the batches' shared target
 /// directory, without debug info and with warnings denied; the output when it failed.
 fn batch_cargo(root: &Path, args: &[&str]) -> Result<(), String> {
-    let output = std::process::Command::new(env!("CARGO"))
+    let output = cargo()
         .args(args)
         .current_dir(root)
         .env(
@@ -561,6 +595,33 @@ pub fn generate_hostile(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_child_cargo_gets_none_of_the_variables_cargo_gave_this_test() {
+        // `cargo test` runs this with its package's variables, which a child must not see.
+        assert!(std::env::var_os("CARGO_MANIFEST_DIR").is_some());
+        let command = cargo();
+        let removed: Vec<String> = command
+            .get_envs()
+            .filter(|(_, value)| value.is_none())
+            .map(|(key, _)| key.to_string_lossy().into_owned())
+            .collect();
+        for gone in [
+            "CARGO_MANIFEST_DIR",
+            "CARGO_PKG_NAME",
+            "CARGO_PKG_VERSION_MAJOR",
+        ] {
+            assert!(removed.iter().any(|k| k == gone), "{gone}: {removed:?}");
+        }
+        // What configures cargo itself stays.
+        assert!(
+            removed
+                .iter()
+                .all(|k| !k.starts_with("CARGO_HOME") && k != "CARGO_TARGET_DIR"),
+            "{removed:?}"
+        );
+        assert!(command.get_envs().all(|(_, value)| value.is_none()));
+    }
 
     #[test]
     fn every_grid_case_is_accepted_and_gives_a_crate_of_its_own_name() {

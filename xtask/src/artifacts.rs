@@ -12,7 +12,7 @@ use std::{
     collections::BTreeMap,
     io::{BufRead, BufReader},
     path::{Path, PathBuf},
-    process::{Command, Stdio},
+    process::Stdio,
 };
 
 use anyhow::{Context as _, Result, bail};
@@ -37,7 +37,7 @@ impl Artifacts {
     /// Builds every binary and test of the workspace in `workspace`, as `cargo test
     /// --workspace` selects them; compiler errors go to stderr as cargo renders them.
     pub fn build(workspace: &Path) -> Result<Self> {
-        let mut child = Command::new(env!("CARGO"))
+        let mut child = operator_gen_tests::cargo()
             .args(["build", "--quiet", "--workspace", "--bins", "--tests"])
             .arg("--message-format=json-render-diagnostics")
             .current_dir(workspace)
@@ -163,7 +163,7 @@ mod tests {
     /// Each package with its features, as `cargo tree` prints it for `selection`.
     fn features(selection: &[&str]) -> std::collections::BTreeSet<String> {
         let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-        let output = Command::new(env!("CARGO"))
+        let output = operator_gen_tests::cargo()
             .args([
                 "tree", "--locked", "--prefix", "none", "--format", "{p}|{f}",
             ])

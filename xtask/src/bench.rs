@@ -336,7 +336,7 @@ impl Bench {
         if !cluster.is_ready() {
             cluster.up()?;
         }
-        let status = Command::new(env!("CARGO"))
+        let status = operator_gen_tests::cargo()
             .args([
                 "build",
                 "--release",

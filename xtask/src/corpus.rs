@@ -16,7 +16,7 @@ use std::{
     collections::BTreeMap,
     io::{BufRead, BufReader},
     path::{Path, PathBuf},
-    process::{Command, ExitCode, Stdio},
+    process::{ExitCode, Stdio},
     time::{Duration, Instant},
 };
 
@@ -606,7 +606,7 @@ fn check_batch(
     let target = std::path::absolute(target)?;
     let stderr_path = workspace.join("cargo-check.stderr");
     let stderr = std::fs::File::create(&stderr_path)?;
-    let mut child = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned()))
+    let mut child = operator_gen_tests::cargo()
         .args(["check", "--workspace", "--message-format=json", "--quiet"])
         .current_dir(workspace)
         .env("CARGO_TARGET_DIR", target)

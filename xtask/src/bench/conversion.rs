@@ -136,7 +136,7 @@ fn peak(workspace: &std::path::Path, way: &str, bytes: usize) -> Result<Peak> {
 /// accepts by default, of the smallest objects, in a release build: streamed, as it is, and
 /// decoded whole, as it was. The webhook converts two reviews at once at most.
 pub(super) fn memory_rows(workspace: &std::path::Path) -> Result<Vec<Row>> {
-    let status = std::process::Command::new(env!("CARGO"))
+    let status = operator_gen_tests::cargo()
         .args(["build", "--quiet", "--release", "-p", "conversion-peak"])
         .current_dir(workspace)
         .status()?;

@@ -263,7 +263,7 @@ fn count_sync_calls(log: &str) -> usize {
 
 /// The release `operator-gen`, built first so that the table measures the current source.
 fn release_binary(workspace: &Path) -> Result<PathBuf> {
-    let status = Command::new(env!("CARGO"))
+    let status = operator_gen_tests::cargo()
         .args(["build", "--release", "--quiet", "-p", "operator-gen-cli"])
         .current_dir(workspace)
         .status()
@@ -285,7 +285,7 @@ fn kopium() -> Result<PathBuf> {
             "installing kopium {KOPIUM_VERSION} into {}",
             cache.display()
         );
-        let status = Command::new(env!("CARGO"))
+        let status = operator_gen_tests::cargo()
             .args([
                 "install",
                 "kopium",

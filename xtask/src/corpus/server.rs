@@ -317,7 +317,7 @@ impl Server {
             fs::copy(lock, dir.join("Cargo.lock"))?;
         }
         let target = std::path::absolute(target)?;
-        let build = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned()))
+        let build = operator_gen_tests::cargo()
             .args(["build", "--quiet"])
             .current_dir(&dir)
             .env("CARGO_TARGET_DIR", &target)
