@@ -233,6 +233,7 @@ impl Cluster {
         let bin = self.binaries()?;
         let stopped = Instant::now();
         self.stop_within("kube-apiserver", Duration::ZERO);
+        wait_port_free(API_PORT, Duration::from_secs(10))?;
         std::thread::sleep(away.saturating_sub(stopped.elapsed()));
         self.start_apiserver(&bin)?;
         self.wait_ready(Duration::from_secs(90))
@@ -510,16 +511,34 @@ fn on_path(tool: &str) -> bool {
         .is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join(tool).is_file()))
 }
 
-/// Whether process `pid` runs. A component this process started (`restart_apiserver` in the
-/// e2e) stays a zombie once it ends, since nothing waits for it, and `kill -0` still finds a
-/// zombie: it counts as ended.
+/// Whether process `pid` runs: whether any of its threads does. A component this process
+/// started (`restart_apiserver` in the e2e) stays a zombie once it ends, since nothing waits
+/// for it, and `kill -0` still finds a zombie: it counts as ended. Its main thread turns
+/// zombie before the others have ended, and they hold its listening socket until they do: a
+/// new API server started then could not bind its port.
 fn alive(pid: &str) -> bool {
-    let Ok(stat) = fs::read_to_string(format!("/proc/{pid}/stat")) else {
+    let Ok(threads) = fs::read_dir(format!("/proc/{pid}/task")) else {
         return false;
     };
-    // `pid (comm) state …`, where comm may hold a `)`.
-    stat.rsplit_once(')')
-        .is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z'))
+    threads.flatten().any(|thread| {
+        // `tid (comm) state …`, where comm may hold a `)`; Z is a zombie, X dead.
+        fs::read_to_string(thread.path().join("stat")).is_ok_and(|stat| {
+            stat.rsplit_once(')')
+                .is_some_and(|(_, rest)| !rest.trim_start().starts_with(['Z', 'X']))
+        })
+    })
+}
+
+/// Waits up to `patience` until nothing listens on `port` of loopback any more.
+fn wait_port_free(port: u16, patience: Duration) -> Result<()> {
+    let deadline = Instant::now() + patience;
+    while std::net::TcpListener::bind((std::net::Ipv4Addr::LOCALHOST, port)).is_err() {
+        if Instant::now() > deadline {
+            bail!("127.0.0.1:{port} was still in use {patience:?} after its server was stopped");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    Ok(())
 }
 
 fn check(command: &mut Command) -> Result<()> {
@@ -623,5 +642,20 @@ mod tests {
         assert!(zombie.contains(") Z"), "{zombie}");
         running.wait().expect("reaped");
         assert!(!alive(&pid));
+    }
+
+    #[test]
+    fn a_port_is_free_once_its_listener_is_gone_and_not_before() {
+        let listener =
+            std::net::TcpListener::bind((std::net::Ipv4Addr::LOCALHOST, 0)).expect("a free port");
+        let port = listener.local_addr().expect("bound").port();
+        let held = wait_port_free(port, Duration::from_millis(200));
+        assert!(held.is_err(), "a port something listens on is not free");
+        let closer = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(200));
+            drop(listener);
+        });
+        wait_port_free(port, Duration::from_secs(5)).expect("free once closed");
+        closer.join().expect("closed");
     }
 }
