@@ -13,8 +13,7 @@
 //! module per CRD holding the types of the version its crate uses, exactly as in that crate's
 //! `src/types.rs`, so that only those types are compiled, never the controllers or the other
 //! versions. The modules are spread over a few library crates of about equal size, because
-//! type checking a crate runs on one core. The program is built while the API server installs
-//! the group's CRDs and answers their samples, and runs once the answers are in.
+//! type checking a crate runs on one core.
 
 use std::{
     collections::BTreeMap,
@@ -152,9 +151,6 @@ impl Server {
         target: &Path,
         lock: &Path,
     ) -> Result<BTreeMap<String, Outcome>> {
-        // The read-back program compiles while the API server installs and answers: the
-        // build holds the two cores, the installs mostly wait on the API server.
-        let build = self.build_read_back(number, subjects, target, lock)?;
         let results: Vec<(Outcome, Option<Value>)> = self.runtime.block_on(
             futures::stream::iter(subjects)
                 .map(|subject| self.on_server(subject))
@@ -163,16 +159,18 @@ impl Server {
         );
         let mut outcomes = BTreeMap::new();
         let mut answers = Vec::new();
-        for (index, (subject, (outcome, answer))) in subjects.iter().zip(results).enumerate() {
+        for (subject, (outcome, answer)) in subjects.iter().zip(results) {
             if let Some(answer) = answer {
-                answers.push((index, subject, answer));
+                answers.push((subject, answer));
             }
             outcomes.insert(subject.crate_name.clone(), outcome);
         }
-        let read = build.read_back(&answers)?;
-        for (name, result) in read {
-            if let Some(outcome) = outcomes.get_mut(&name) {
-                outcome.read_back = Some(result);
+        if !answers.is_empty() {
+            let read = self.read_back(number, &answers, target, lock)?;
+            for (name, result) in read {
+                if let Some(outcome) = outcomes.get_mut(&name) {
+                    outcome.read_back = Some(result);
+                }
             }
         }
         Ok(outcomes)
@@ -298,74 +296,46 @@ impl Server {
         Err(failed(last))
     }
 
-    /// Starts building the group's read-back program, with a module for every subject
-    /// (the build does not wait for the API server's answers); `target` is the corpus's shared
-    /// target directory and `lock` the workspace's Cargo.lock.
-    fn build_read_back(
+    /// Builds the batch's read-back program and has it decode each answer as its crate's
+    /// primary type and encode it again; an answer that does not come back whole is named
+    /// with the first place it differs.
+    fn read_back(
         &self,
         number: usize,
-        subjects: &[Subject],
+        answers: &[(&Subject, Value)],
         target: &Path,
         lock: &Path,
-    ) -> Result<ReadBack> {
+    ) -> Result<BTreeMap<String, Result<(), String>>> {
         let dir = self.scratch.join(format!("readback-{number}"));
         if dir.exists() {
             fs::remove_dir_all(&dir)?;
         }
-        write_readback_workspace(&dir, subjects)?;
+        write_readback_workspace(&dir, answers)?;
         if lock.exists() {
             fs::copy(lock, dir.join("Cargo.lock"))?;
         }
-        let target = std::path::absolute(target)?;
-        let build = operator_gen_tests::cargo()
+        let status = operator_gen_tests::cargo()
             .args(["build", "--quiet"])
             .current_dir(&dir)
-            .env("CARGO_TARGET_DIR", &target)
-            .spawn()
+            .env("CARGO_TARGET_DIR", std::path::absolute(target)?)
+            .status()
             .context("building the read-back program")?;
-        Ok(ReadBack {
-            build,
-            binary: target.join("debug/corpus-readback"),
-        })
-    }
-}
-
-/// A group's read-back program, building.
-struct ReadBack {
-    build: std::process::Child,
-    binary: PathBuf,
-}
-
-impl ReadBack {
-    /// Waits for the program, then has it decode each answer as its crate's primary type
-    /// and encode it again; an answer that does not come back whole is named with the first
-    /// place it differs. Each answer comes with its subject's index in the group.
-    fn read_back(
-        mut self,
-        answers: &[(usize, &Subject, Value)],
-    ) -> Result<BTreeMap<String, Result<(), String>>> {
-        let built = self
-            .build
-            .wait()
-            .context("building the read-back program")?;
-        if answers.is_empty() {
-            return Ok(BTreeMap::new());
-        }
-        if !built.success() {
+        if !status.success() {
             let reason = "the read-back program did not build (see its errors above)".to_owned();
             return Ok(answers
                 .iter()
-                .map(|(_, s, _)| (s.crate_name.clone(), Err(reason.clone())))
+                .map(|(s, _)| (s.crate_name.clone(), Err(reason.clone())))
                 .collect());
         }
-        let mut child = Command::new(&self.binary)
+        let binary = std::path::absolute(target)?.join("debug/corpus-readback");
+        let mut child = Command::new(&binary)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .spawn()
-            .with_context(|| format!("running {}", self.binary.display()))?;
+            .with_context(|| format!("running {}", binary.display()))?;
         {
             let mut input = child.stdin.take().context("the program's stdin")?;
-            for (index, _, answer) in answers {
+            for (index, (_, answer)) in answers.iter().enumerate() {
                 writeln!(input, "{index}\t{answer}")?;
             }
         }
@@ -375,8 +345,8 @@ impl ReadBack {
         }
         let mut results = BTreeMap::new();
         let lines: Vec<&str> = std::str::from_utf8(&output.stdout)?.lines().collect();
-        for (line, (_, subject, answer)) in answers.iter().enumerate() {
-            let result = match lines.get(line).map(|l| l.split_once('\t')) {
+        for (index, (subject, answer)) in answers.iter().enumerate() {
+            let result = match lines.get(index).map(|l| l.split_once('\t')) {
                 Some(Some(("ok", json))) => match serde_json::from_str::<Value>(json) {
                     Ok(again) => first_difference(answer, &again, "")
                         .map_or(Ok(()), |at| Err(format!("lost or changed at {at}"))),
@@ -424,8 +394,8 @@ fn first_difference(sent: &Value, read: &Value, path: &str) -> Option<String> {
 /// The read-back program of one group, as a workspace: its CRDs' types are split over
 /// [`READBACK_PARTS`] library crates of about equal size, which cargo compiles side by side
 /// (type checking a crate runs on one core), and a binary that dispatches to them.
-fn write_readback_workspace(dir: &Path, subjects: &[Subject]) -> Result<()> {
-    let sizes: Vec<usize> = subjects.iter().map(|s| s.types.len()).collect();
+fn write_readback_workspace(dir: &Path, answers: &[(&Subject, Value)]) -> Result<()> {
+    let sizes: Vec<usize> = answers.iter().map(|(s, _)| s.types.len()).collect();
     let assignment = split_by_size(&sizes, READBACK_PARTS);
     let parts = assignment.iter().max().map_or(0, |last| last + 1);
     let mut dispatch = Vec::new();
@@ -437,7 +407,7 @@ fn write_readback_workspace(dir: &Path, subjects: &[Subject]) -> Result<()> {
         let mut arms = String::new();
         let mine = assignment.iter().enumerate().filter(|(_, p)| **p == part);
         for (index, _) in mine {
-            let subject = &subjects[index];
+            let subject = answers[index].0;
             lib.push_str(&format!("mod m{index} {{\n{}\n}}\n", subject.types));
             arms.push_str(&format!(
                 "        \"{index}\" => round_trip_as::<m{index}::{}>(json),\n",
