@@ -155,6 +155,22 @@ pub fn cargo() -> std::process::Command {
     command
 }
 
+/// The variables `.ci/run` sets so that the workspace's build lints as it compiles: clippy's
+/// driver as the compiler of the workspace's own crates, and warnings denied.
+const LINT_VARIABLES: &[&str] = &["RUSTC_WORKSPACE_WRAPPER", "RUSTFLAGS"];
+
+/// [`cargo`], for a workspace whose lints are not this repository's to enforce: the corpus's
+/// crates, generated from CRDs nobody here wrote, are judged on whether they compile.
+/// The corpus builds them in a target directory of its own, so nothing is lost by building
+/// them with other flags than the workspace.
+pub fn cargo_unlinted() -> std::process::Command {
+    let mut command = cargo();
+    for key in LINT_VARIABLES {
+        command.env_remove(key);
+    }
+    command
+}
+
 /// A memory figure of this process from `/proc/self/status` (`VmHWM:` for the peak), in MiB,
 /// for the suites that run each case in a child process and report what it cost.
 pub fn memory_mib(field: &str) -> f64 {
@@ -597,6 +613,30 @@ pub fn generate_hostile(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_unlinted_child_cargo_gets_no_lint_flags_and_a_linted_one_keeps_them() {
+        let removed = |command: &std::process::Command| -> Vec<String> {
+            command
+                .get_envs()
+                .filter(|(_, value)| value.is_none())
+                .map(|(key, _)| key.to_string_lossy().into_owned())
+                .collect()
+        };
+        let unlinted = removed(&cargo_unlinted());
+        let linted = removed(&cargo());
+        for key in LINT_VARIABLES {
+            assert!(
+                unlinted.iter().any(|k| k == key),
+                "{key} reaches the corpus's cargo"
+            );
+            assert!(
+                !linted.iter().any(|k| k == key),
+                "{key} is kept from the workspace's cargo"
+            );
+        }
+        assert!(unlinted.iter().any(|k| k == "CARGO_MANIFEST_DIR"));
+    }
 
     #[test]
     fn a_child_cargo_gets_none_of_the_variables_cargo_gave_this_test() {

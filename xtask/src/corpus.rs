@@ -606,7 +606,7 @@ fn check_batch(
     let target = std::path::absolute(target)?;
     let stderr_path = workspace.join("cargo-check.stderr");
     let stderr = std::fs::File::create(&stderr_path)?;
-    let mut child = operator_gen_tests::cargo()
+    let mut child = operator_gen_tests::cargo_unlinted()
         .args(["check", "--workspace", "--message-format=json", "--quiet"])
         .current_dir(workspace)
         .env("CARGO_TARGET_DIR", target)

@@ -314,7 +314,7 @@ impl Server {
         if lock.exists() {
             fs::copy(lock, dir.join("Cargo.lock"))?;
         }
-        let status = operator_gen_tests::cargo()
+        let status = operator_gen_tests::cargo_unlinted()
             .args(["build", "--quiet"])
             .current_dir(&dir)
             .env("CARGO_TARGET_DIR", std::path::absolute(target)?)
