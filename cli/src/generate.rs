@@ -1,6 +1,10 @@
 //! `gen`: generate an operator crate, or check that a generated one is current.
 
-use std::{path::PathBuf, process::ExitCode, time::Instant};
+use std::{
+    path::{Path, PathBuf},
+    process::ExitCode,
+    time::Instant,
+};
 
 use anyhow::Context as _;
 use operator_gen::{Job, Mode};
@@ -64,7 +68,7 @@ pub fn run(args: GenArgs, shell: &Shell) -> anyhow::Result<ExitCode> {
     };
     let (generated, report) = job
         .run(mode)
-        .with_context(|| format!("generating {}", shown(&job.out.display())))?;
+        .with_context(|| format!("generating {}", crate_shown(&job.out)))?;
     if args.diff {
         let diff = generated.plan.diff(&job.out)?;
         let _ = std::io::Write::write_all(&mut std::io::stdout().lock(), diff.as_bytes());
@@ -89,7 +93,7 @@ pub fn run(args: GenArgs, shell: &Shell) -> anyhow::Result<ExitCode> {
     let mut out = format!(
         "{} {} from {source} in {} ms: {report}\n",
         if check { "checked" } else { "generated" },
-        shown(&job.out.display()),
+        crate_shown(&job.out),
         started.elapsed().as_millis(),
     );
     let removed = report.removed();
@@ -128,11 +132,24 @@ pub fn run(args: GenArgs, shell: &Shell) -> anyhow::Result<ExitCode> {
         }
         eprintln!(
             "{} is out of date: run `{command}` and commit the result",
-            shown(&job.out.display()),
+            crate_shown(&job.out),
         );
         return Ok(ExitCode::FAILURE);
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The crate folder as messages name it: the path typed, unless it ends without a name (`.`,
+/// `..`), which says nothing in a message; then the folder's own name.
+fn crate_shown(out: &Path) -> String {
+    let own_name = || {
+        let dir = out.canonicalize().ok()?;
+        Some(dir.file_name()?.to_string_lossy().into_owned())
+    };
+    match out.file_name().is_none().then(own_name).flatten() {
+        Some(name) => shown(&name),
+        None => shown(&out.display()),
+    }
 }
 
 /// The folder a manifest belongs to, which is the crate it describes: a manifest never
@@ -148,9 +165,20 @@ fn manifest_folder(manifest: Option<&std::path::Path>) -> Option<PathBuf> {
 
 #[cfg(test)]
 mod tests {
-    use std::path::Path;
-
     use super::*;
+
+    #[test]
+    fn a_crate_typed_as_dot_is_named_by_its_folder_and_a_named_path_as_typed() {
+        let here = std::env::current_dir().expect("the test's folder");
+        let here = here.file_name().expect("a named folder").to_string_lossy();
+        assert_eq!(crate_shown(Path::new(".")), here);
+        let dir = tempfile::tempdir().expect("a scratch folder");
+        let crate_dir = dir.path().join("backup-controller");
+        std::fs::create_dir_all(crate_dir.join("src")).expect("the crate's folders");
+        assert_eq!(crate_shown(&crate_dir.join("src/..")), "backup-controller");
+        let typed = Path::new("../ops/backup-controller");
+        assert_eq!(crate_shown(typed), "../ops/backup-controller");
+    }
 
     #[test]
     fn a_manifest_names_its_own_folder_as_the_crate() {

@@ -115,6 +115,10 @@ pub enum Error {
         given: String,
     },
 
+    /// A file the user owns no longer fits the code the manifest asks for.
+    #[error("{} (yours) {}", shown(&.path.display()), shown(&.reason))]
+    UserFile { path: PathBuf, reason: String },
+
     /// A write was interrupted (killed) and left its journal; check mode cannot restore it.
     #[error("an interrupted run left {}; run the same command without --check to restore the folder first", shown(&.journal.display()))]
     Interrupted { journal: PathBuf },

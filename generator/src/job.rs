@@ -183,6 +183,8 @@ impl Job {
             )?;
             generated.plan = generated.plan.merged(Plan::new(files)?)?;
         }
+        // Before anything is written: code that would not build with the user's own files.
+        crate::user_types::check_versions(&self.out, &generated.operator)?;
         let report = generated.plan.apply(&self.out, mode)?;
         if mode == (Mode::Write { force: true }) && request.flags.crd && !request.flags.manifest {
             generated.warnings.push(

@@ -8,7 +8,8 @@
 //! [`write_plan::Plan`] through the Tera templates in `templates/`, and
 //! [`write_plan`] is the only code that writes to disk. [`record`] keeps what a crate needs to
 //! regenerate from its own folder: the manifest a first run leaves, and the primary a later run
-//! must match; [`migration`] tells crates made by an older generator what to move; [`vendor`]
+//! must match; [`migration`] tells crates made by an older generator what to move, and
+//! [`user_types`] refuses a run whose code the user's own `src/types.rs` could not hold; [`vendor`]
 //! says where a crate's runtime comes from, and holds the copy of it a crate carries. Text from the inputs reaches files only
 //! as [`text`]'s escaped values, which [`render`] enforces. [`generate`] strings them together,
 //! [`job::Job`] is the command-line view of a run, and [`scaffold`] starts a new crate
@@ -42,6 +43,7 @@ pub mod schema_path;
 pub mod schema_sample;
 mod schema_tree;
 pub mod text;
+pub mod user_types;
 pub mod vendor;
 pub mod write_plan;
 

@@ -21,7 +21,8 @@ use crate::{
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct Manifest {
-    /// Crate (and binary) name; defaults to `<kind>-controller`.
+    /// Crate (and binary) name; defaults to `<kind>-controller`. `new` always writes one: the
+    /// crate folder's name, or `--name`.
     pub name: Option<String>,
     #[serde(default)]
     pub primary: Primary,

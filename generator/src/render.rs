@@ -91,6 +91,8 @@ macro_rules! template {
 const TEMPLATES: &[Template] = &[
     template!("Cargo.toml.tera" => "Cargo.toml", Generated, Hashed),
     template!("Dockerfile.tera" => "Dockerfile", Scaffold, Hashed),
+    template!("dockerignore.tera" => ".dockerignore", Scaffold, Hashed),
+    template!("gitignore.tera" => ".gitignore", Scaffold, Hashed),
     template!("deploy/base/kustomization.yaml.tera" => "deploy/base/kustomization.yaml", Generated, Hashed),
     template!("deploy/base/namespace.yaml.tera" => "deploy/base/namespace.yaml", Generated, Hashed, needs OwnNamespace),
     template!("deploy/base/rbac.yaml.tera" => "deploy/base/rbac.yaml", Generated, Hashed),

@@ -740,7 +740,8 @@ where
     ctx.as_ref()
 }
 
-/// What one reconcile came to, in the log.
+/// What one item of the controller's stream came to, in the log, each kind under its own
+/// message: a failed watch is not a failed reconcile, and a failed reconcile is logged once.
 fn log_outcome<K, E, Q>(result: Result<(ObjectRef<K>, Action), controller::Error<E, Q>>)
 where
     K: Resource,
@@ -753,7 +754,19 @@ where
         Err(controller::Error::ObjectNotFound(object)) => {
             tracing::debug!(%object, "deleted before its reconcile");
         }
-        Err(error) => tracing::warn!(%error, "reconcile failed"),
+        // The error policy logged it already, with what happens next
+        // (`Failures::retry_action`).
+        Err(controller::Error::ReconcilerFailed(_, object)) => {
+            tracing::debug!(%object, "reconcile failed");
+        }
+        // The watcher tries again with its own backoff; the reconciles go on from the cache.
+        Err(controller::Error::QueueError(error)) => {
+            tracing::warn!(%error, "a watch failed; retrying");
+        }
+        Err(controller::Error::RunnerError(error)) => {
+            // Only its readiness gate fails: the caches it waits for before the first reconcile.
+            tracing::warn!(%error, "the controller's caches did not become ready");
+        }
     }
 }
 
@@ -896,6 +909,33 @@ mod tests {
         let node = Node::default();
         let api = object_api(&client, &node).expect("cluster-scoped");
         assert_eq!(api.resource_url(), "/api/v1/nodes");
+    }
+
+    #[test]
+    fn a_failed_watch_is_logged_as_one_and_a_failed_reconcile_is_left_to_its_error_policy() {
+        let tail = crate::testing::LogTail::new(8);
+        let subscriber = tracing_subscriber::fmt()
+            .with_ansi(false)
+            .with_max_level(tracing::Level::INFO)
+            .with_writer(tail.clone())
+            .finish();
+        tracing::subscriber::with_default(subscriber, || {
+            let web = ObjectRef::<Pod>::new("web").within("apps").erase();
+            log_outcome::<Pod, std::io::Error, std::io::Error>(Err(
+                controller::Error::ReconcilerFailed(
+                    std::io::Error::other("the apply conflicted"),
+                    Box::new(web),
+                ),
+            ));
+            log_outcome::<Pod, std::io::Error, std::io::Error>(Err(controller::Error::QueueError(
+                std::io::Error::other("too old resource version"),
+            )));
+        });
+        let lines = tail.lines();
+        assert_eq!(lines.lines().count(), 1, "{lines}");
+        assert!(lines.contains("a watch failed; retrying"), "{lines}");
+        assert!(lines.contains("too old resource version"), "{lines}");
+        assert!(!lines.contains("reconcile"), "{lines}");
     }
 
     #[test]

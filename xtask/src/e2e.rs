@@ -32,6 +32,7 @@ use crate::{
 };
 
 pub(crate) mod conversion;
+mod failed_reconciles;
 mod monitoring;
 mod runtime_log;
 mod sharded;
@@ -117,7 +118,10 @@ pub fn run(args: E2eArgs) -> Result<std::process::ExitCode> {
             .count();
         for (check, result) in results {
             match result {
-                Ok(Verdict::Passed(took)) => println!("ok   {name}: {check} ({took:.1?})"),
+                Ok(Verdict::Passed(took, None)) => println!("ok   {name}: {check} ({took:.1?})"),
+                Ok(Verdict::Passed(took, Some((failed, reason)))) => println!(
+                    "ok   {name}: {check} ({took:.1?}; {failed} failed reconciles, as meant: {reason})"
+                ),
                 Ok(Verdict::Skipped(reason)) => println!("skip {name}: {check}: {reason}"),
                 Err(error) => println!("FAIL {name}: {check}: {error:#}"),
             }
@@ -203,6 +207,9 @@ struct Suite {
     patience: Duration,
     /// Set by a check that found nothing to check.
     skipped: Option<&'static str>,
+    /// Set by a check whose scenario makes reconciles fail on purpose, saying how; any other
+    /// check fails when an operator's reconcile failed while it ran.
+    fails_reconciles: Option<&'static str>,
 }
 
 /// What an operator reconciles, as the checks create it.
@@ -297,7 +304,9 @@ type Outcome = Result<Verdict>;
 
 /// What a check that did not fail found.
 enum Verdict {
-    Passed(Duration),
+    /// It passed in this time; reconciles failed as many times as its scenario meant them to,
+    /// for the reason given.
+    Passed(Duration, Option<(usize, &'static str)>),
     /// It found nothing to check, for this reason.
     Skipped(&'static str),
 }
@@ -369,6 +378,7 @@ impl Suite {
             next_port: 19100,
             patience: PATIENCE,
             skipped: None,
+            fails_reconciles: None,
         })
     }
 
@@ -531,10 +541,24 @@ impl Suite {
 
     fn timed(&mut self, check: fn(&mut Self) -> Result<()>) -> Outcome {
         let started = Instant::now();
-        check(self)?;
-        Ok(match self.skipped.take() {
+        let marks = failed_reconciles::Marks::take(&self.env.logs);
+        let checked = check(self);
+        // Taken whatever the outcome, so that neither reaches the next check.
+        let (skipped, fails_reconciles) = (self.skipped.take(), self.fails_reconciles.take());
+        checked?;
+        let failed = marks.failed_since(&self.env.logs);
+        let meant = match fails_reconciles {
+            Some(reason) => (!failed.is_empty()).then_some((failed.len(), reason)),
+            None if failed.is_empty() => None,
+            None => bail!(
+                "the operator's reconciles failed while this check ran, which did not make \
+                 them fail on purpose:\n  {}",
+                failed.join("\n  ")
+            ),
+        };
+        Ok(match skipped {
             Some(reason) => Verdict::Skipped(reason),
-            None => Verdict::Passed(started.elapsed()),
+            None => Verdict::Passed(started.elapsed(), meant),
         })
     }
 
@@ -773,6 +797,7 @@ impl Suite {
         })?;
         if let Some(cluster) = &self.env.cluster {
             cluster.restart_apiserver(Duration::ZERO)?;
+            self.fails_reconciles = Some("the API server went away under running reconciles");
         }
         // From the first ready /readyz (restart_apiserver waits for it): the figure the
         // operator's watch backoff decides, apart from the API server's own start. The floor
