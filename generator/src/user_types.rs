@@ -101,29 +101,11 @@ fn top_level_modules(source: &str) -> Option<BTreeSet<String>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::write_plan::tests::snapshot;
 
     const ONE_VERSION: &str =
         "primary:\n  derive: { kind: Backup, group: example.com, version: v1 }\n";
     const TWO_VERSIONS: &str = "primary:\n  derive: { kind: Backup, group: example.com, version: v1, alsoServed: [v1alpha1] }\n";
-
-    /// Every file below `dir` with its contents, sorted by path.
-    fn files(dir: &Path) -> Vec<(std::path::PathBuf, Vec<u8>)> {
-        let mut found = Vec::new();
-        let mut folders = vec![dir.to_path_buf()];
-        while let Some(folder) = folders.pop() {
-            for entry in std::fs::read_dir(&folder).expect("a folder").flatten() {
-                let path = entry.path();
-                if path.is_dir() {
-                    folders.push(path);
-                } else {
-                    let contents = std::fs::read(&path).expect("a file");
-                    found.push((path, contents));
-                }
-            }
-        }
-        found.sort();
-        found
-    }
 
     #[test]
     fn a_run_serving_a_version_the_users_types_lack_is_refused_and_writes_nothing() {
@@ -135,7 +117,7 @@ mod tests {
         job.run(write).expect("a crate serving one version");
 
         std::fs::write(&manifest, TWO_VERSIONS).expect("alsoServed added");
-        let before = files(dir.path());
+        let before = snapshot(dir.path());
         let error = job
             .run(write)
             .expect_err("src/types.rs has no version modules");
@@ -148,7 +130,7 @@ mod tests {
         ] {
             assert!(message.contains(expected), "{expected:?} in {message}");
         }
-        assert_eq!(files(dir.path()), before, "the folder is as it was");
+        assert_eq!(snapshot(dir.path()), before, "the folder is as it was");
 
         let versions = "pub use self::v1::*;\npub mod v1 {}\npub mod v1alpha1 {}\n";
         std::fs::write(dir.path().join(TYPES), versions).expect("the user's types, laid out");

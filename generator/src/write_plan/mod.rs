@@ -490,4 +490,4 @@ fn read_existing(disk: &dyn Disk, path: &Path) -> Result<Option<Vec<u8>>> {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -33,8 +33,8 @@ fn write(plan: &Plan, root: &Path) -> Result<Report> {
 }
 
 /// Every file and folder under `root`, with each file's bytes and mode: what "byte for byte
-/// as it was" compares.
-fn snapshot(root: &Path) -> BTreeMap<String, (Option<Vec<u8>>, u32)> {
+/// as it was" compares. Other modules' tests of a run that must leave the disk alone use it too.
+pub(crate) fn snapshot(root: &Path) -> BTreeMap<String, (Option<Vec<u8>>, u32)> {
     let mut out = BTreeMap::new();
     if !root.exists() {
         return out;

@@ -118,6 +118,19 @@ mod tests {
     }
 
     #[test]
+    fn every_line_looked_for_is_one_the_runtimes_error_policy_logs() {
+        // Were the runtime to reword one, no failed reconcile would be found again, and every
+        // check would pass for want of looking.
+        let policy = include_str!("../../../runtime/src/failures.rs");
+        for line in FAILED_RECONCILE {
+            assert!(
+                policy.contains(&format!("\"{line}\")")),
+                "runtime/src/failures.rs no longer logs {line:?}"
+            );
+        }
+    }
+
+    #[test]
     fn a_folder_not_made_yet_has_no_failures() {
         let dir = tempfile::tempdir().expect("a scratch folder");
         let missing = dir.path().join("later");
