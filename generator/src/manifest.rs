@@ -98,6 +98,10 @@ pub struct Status {
     pub condition: Option<String>,
 }
 
+/// The condition a derived primary keeps when `status.condition` names none: its status is the
+/// operator's own, so it always keeps one.
+pub const DERIVED_CONDITION: &str = "Ready";
+
 /// `webhooks:`: which admission webhooks the operator serves for its primary.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
@@ -285,6 +289,13 @@ impl External {
 }
 
 impl Manifest {
+    /// The condition type the operator keeps in its primary's `status.conditions`, if any:
+    /// `status.condition`, else [`DERIVED_CONDITION`] for a derived primary.
+    pub fn own_condition(&self) -> Option<&str> {
+        let derived = self.primary.derive.is_some().then_some(DERIVED_CONDITION);
+        self.status.condition.as_deref().or(derived)
+    }
+
     /// Reads and parses a manifest file, reading at most [`MAX_MANIFEST_BYTES`] so that a
     /// wrong path (`/dev/zero`, a large binary) fails at once instead of filling memory.
     ///

@@ -176,6 +176,19 @@ where
         self.write(api, obj, &outcome).await
     }
 
+    /// Notes that a hook wrote `status` to `obj` whole (`Context::patch_status`): when it
+    /// carries this condition's entry, the hook set the condition, as [`Conditions::set`]
+    /// would, so the reconcile's outcome does not overwrite it. Returns whether it did.
+    pub fn note_status(&self, obj: &K, status: &Value) -> bool {
+        let carries = status["conditions"]
+            .as_array()
+            .is_some_and(|list| list.iter().any(|c| c["type"] == self.spec.type_name));
+        if carries {
+            lock(&self.set_by_hook).insert(ObjectRef::from_obj(obj));
+        }
+        carries
+    }
+
     /// Records a reconcile's outcome, unless a hook set the condition during it. A transient
     /// error leaves the condition as it is, because it is retried soon, and an object being
     /// deleted is left alone. The caller fails the reconcile when this fails, so it is retried
@@ -505,6 +518,39 @@ pub(crate) mod tests {
         let seen = server.await.expect("the mock API server ran");
         assert_eq!(seen.len(), 1, "the hook's write alone: {seen:#?}");
         assert_eq!(seen[0].body["status"]["conditions"][0]["reason"], "Waiting");
+    }
+
+    #[tokio::test]
+    async fn a_status_a_hook_wrote_with_the_condition_in_it_takes_the_outcomes_place() {
+        let (client, server) = mock_api(|seen| (200, seen.body.clone()));
+        let api: Api<Pod> = Api::namespaced(client, "default");
+        let conditions = Conditions::<Pod>::new(ALL_FIELDS, "my-operator");
+        let ok: Result<(), Failure> = Ok(());
+        let others = json!({"conditions": [{"type": "Ready", "status": "True"}]});
+        assert!(
+            !conditions.note_status(&pod(), &others),
+            "not this condition"
+        );
+        let ours = json!({"conditions": [{"type": "Reconciled", "status": "True"}]});
+        assert!(conditions.note_status(&pod(), &ours));
+        conditions
+            .record(&api, &pod(), &ok)
+            .await
+            .expect("left alone");
+        conditions.begin(&ObjectRef::from_obj(&pod()));
+        conditions.record(&api, &pod(), &ok).await.expect("written");
+        drop(api);
+
+        let seen = server.await.expect("the mock API server ran");
+        assert_eq!(
+            seen.len(),
+            1,
+            "the next reconcile's outcome alone: {seen:#?}"
+        );
+        assert_eq!(
+            seen[0].body["status"]["conditions"][0]["message"],
+            SUCCEEDED
+        );
     }
 
     #[tokio::test]

@@ -265,6 +265,9 @@ impl<O: Operator> Context<O> {
     /// Sets `obj`'s status to `status` through the `/status` subresource, writing only when a
     /// field differs from the status `obj` already has; returns whether it wrote. A status
     /// write leaves `metadata.generation` alone, so it does not retrigger the controller.
+    ///
+    /// A `status` that carries the operator's own condition sets it, as
+    /// [`Context::set_condition`] does: the reconcile does not write it a second time.
     pub async fn patch_status(
         &self,
         obj: &O::Primary,
@@ -274,6 +277,12 @@ impl<O: Operator> Context<O> {
         O::Primary: HasStatus<Status: Serialize>,
     {
         let api = run::object_api(&self.client, obj)?;
+        if let Some(conditions) = self.lifecycle.conditions() {
+            conditions.note_status(
+                obj,
+                &serde_json::to_value(status).map_err(apply::Error::from)?,
+            );
+        }
         Ok(apply::patch_status(&api, obj, &obj.status(), status).await?)
     }
 

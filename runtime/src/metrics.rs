@@ -192,7 +192,7 @@ impl Metrics {
         let leader = Gauge::default();
         registry.register(
             "leader",
-            "Whether this replica leads and reconciles (1) or waits for the Lease (0)",
+            "Whether this replica reconciles (1) or waits (0): it holds the leader Lease, or, with --sharding, its own shard's Lease; operator_sharder says which replica places the objects",
             leader.clone(),
         );
         let watches_pending = Gauge::default();

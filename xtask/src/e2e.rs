@@ -508,6 +508,12 @@ impl Suite {
         }
         if self.own_condition().is_some() {
             checks.push((
+                "a new primary's own condition reports its reconcile, for its generation",
+                Self::own_condition_reports_the_reconcile,
+            ));
+        }
+        if self.own_condition().is_some() && status::status_case(&self.name).is_some() {
+            checks.push((
                 "another controller's condition survives 1,000 reconciles that write the operator's own",
                 Self::others_condition_survives,
             ));

@@ -38,14 +38,12 @@ pub mod v1 {
         pub note: Option<String>,
     }
 
-    /// What the operator observed, written by `reconcile.rs`; every version shares it.
+    /// What the operator observed; every version shares it.
     #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
     #[serde(rename_all = "camelCase")]
     pub struct BackupStatus {
-        /// The generation the conditions describe.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        pub observed_generation: Option<i64>,
-        /// `Ready` and any others, following the Kubernetes condition conventions.
+        /// The operator's `Ready` condition, written after every reconcile, and any others:
+        /// each says which generation it describes, as the Kubernetes condition conventions ask.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         pub conditions: Vec<Condition>,
     }

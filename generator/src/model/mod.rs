@@ -485,7 +485,7 @@ fn controller(
             "{}/{crate_name}",
             finalizer_group(facts.archetype, primary)
         )),
-        condition: status::own_condition(&manifest.status, facts.archetype, primary, bad)?,
+        condition: status::own_condition(manifest, facts.archetype, primary, bad)?,
         // Each kind's controller lists its primaries and its children.
         cached_kinds: primary.kinds.len().max(1) + resolved.owns.len(),
         sharding: manifest.sharding,

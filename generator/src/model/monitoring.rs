@@ -185,10 +185,15 @@ fn panels(job: &str, webhooks: bool) -> Vec<Panel> {
             )],
         },
         Panel {
-            title: "Leader and pending watches",
+            title: "Reconciling replicas, sharder and pending watches",
             unit: "short",
             queries: vec![
-                (format!("sum(operator_leader{{{job}}})"), "leaders"),
+                // The leader, or with `--sharding` every replica whose shard's Lease holds.
+                (format!("sum(operator_leader{{{job}}})"), "reconciling"),
+                (
+                    format!("sum(operator_sharder{{{job}}})"),
+                    "running the sharder",
+                ),
                 (
                     format!("max(operator_watches_pending{{{job}}})"),
                     "watches pending",

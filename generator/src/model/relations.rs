@@ -125,7 +125,21 @@ pub struct External {
     pub hook: Ident,
     pub channel: bool,
     pub interval_secs: u64,
+    /// Whether the skeleton's implementation of `hook` (`reconcile.rs.tera`) fits on one line
+    /// of rustfmt's width, where rustfmt keeps it, rather than one parameter a line.
+    pub hook_on_one_line: bool,
 }
+
+/// The widest line rustfmt keeps whole (its `max_width`).
+const RUSTFMT_WIDTH: usize = 100;
+
+/// The skeleton's implementation of a hook that sends, on one line, less the hook's name.
+const CHANNEL_HOOK_LINE: &str =
+    "    fn (&self, sender: tokio::sync::mpsc::Sender<ObjectRef<Primary>>, ctx: Arc<Context>) {";
+
+/// The skeleton's implementation of a polled hook, on one line, less the hook's name.
+const POLL_HOOK_LINE: &str =
+    "    async fn (&self, ctx: Arc<Context>) -> Result<Vec<ObjectRef<Primary>>> {";
 
 /// One `pub use` line of controller.rs's `related` module.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
@@ -468,9 +482,16 @@ fn external(manifest: &Manifest, bad: Bad) -> Result<Vec<External>> {
             true => format!("{}_events", ext.name),
             false => format!("poll_{}", ext.name),
         };
+        let hook = naming::snake_ident(&hook);
+        let line = if channel {
+            CHANNEL_HOOK_LINE
+        } else {
+            POLL_HOOK_LINE
+        };
         external.push(External {
             name: Text::new(ext.name.clone()),
-            hook: naming::snake_ident(&hook),
+            hook_on_one_line: line.len() + hook.as_str().len() <= RUSTFMT_WIDTH,
+            hook,
             channel,
             interval_secs: ext.interval.map_or(60, |d| d.as_secs().max(1)),
         });

@@ -1,5 +1,6 @@
 //! Status: the condition the operator writes into its primary's status, when the manifest
-//! asks for one (`status: { condition: <Type> }`).
+//! asks for one (`status: { condition: <Type> }`), and always for a derived primary, whose
+//! status is the operator's own (`Ready` unless the manifest names another type).
 //!
 //! An imported CRD's status belongs to the controller that CRD comes with (cert-manager's, for
 //! a Certificate), so by default the generated operator writes none of it. Asked, it writes one
@@ -28,27 +29,28 @@ const MAX_TYPE_LENGTH: usize = 316;
 
 /// The condition `status` asks for, checked against the primary; `None` when none is asked.
 pub(super) fn own_condition(
-    status: &manifest::Status,
+    manifest: &manifest::Manifest,
     archetype: Archetype,
     primary: &Primary,
     bad: &dyn Fn(&str, String) -> crate::Error,
 ) -> Result<Option<OwnCondition>> {
     const FIELD: &str = "status.condition";
-    let Some(type_name) = &status.condition else {
+    if archetype == Archetype::Derived {
+        let type_name = manifest
+            .own_condition()
+            .unwrap_or(manifest::DERIVED_CONDITION);
+        return derived_condition(type_name).map_err(|reason| bad(FIELD, reason));
+    }
+    let Some(type_name) = &manifest.status.condition else {
         return Ok(None);
     };
     if archetype != Archetype::Imported {
-        let reason = match archetype {
-            Archetype::Derived => {
-                "a derived resource's status is yours: write conditions in src/reconcile.rs \
-                 (the generated one keeps `Ready`); remove `status.condition`"
-            }
-            _ => {
-                "a condition is written for an imported CRD with generated types; a built-in \
-                 kind's status belongs to its own controller; remove `status.condition`"
-            }
-        };
-        return Err(bad(FIELD, reason.to_owned()));
+        return Err(bad(
+            FIELD,
+            "a condition is written for an imported CRD with generated types, or a derived one; \
+             a built-in kind's status belongs to its own controller; remove `status.condition`"
+                .to_owned(),
+        ));
     }
     check_type_name(type_name).map_err(|reason| bad(FIELD, reason))?;
     let Some(fields) = primary
@@ -93,6 +95,27 @@ pub(super) fn own_condition(
     Ok(Some(OwnCondition {
         type_name: Text::new(type_name.as_str()),
         fields,
+    }))
+}
+
+/// The condition `type_name` of a derived primary (`Ready` unless `status.condition` names
+/// another). Its status type is the crate's own, `new` writes it with a `conditions` list of
+/// `metav1.Condition`, which has every field; that list is replaced whole on each write, since
+/// nothing tells the generator whether the user's `types.rs` made it a map keyed by `type`.
+/// `manifest.rs` asserts at compile time that the status type still has the list.
+fn derived_condition(type_name: &str) -> Result<Option<OwnCondition>, String> {
+    check_type_name(type_name)?;
+    Ok(Some(OwnCondition {
+        type_name: Text::new(type_name),
+        fields: Conditions {
+            reason: true,
+            message: true,
+            last_transition_time: true,
+            observed_generation: true,
+            list_map: false,
+            allowed_types: None,
+            unfillable: Vec::new(),
+        },
     }))
 }
 

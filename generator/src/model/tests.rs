@@ -582,8 +582,13 @@ fn webhooks_on_a_dynamic_primary_receive_it_and_on_a_generic_one_match_each_kind
 
 /// Analyzes a derived primary `Backup` (example.com/v1) that also serves `also_served`.
 fn analyze_derived(also_served: &str) -> Result<Operator> {
+    analyze_derived_with(also_served, "")
+}
+
+/// `analyze_derived`, with `extra` lines in its manifest.
+fn analyze_derived_with(also_served: &str, extra: &str) -> Result<Operator> {
     let text = format!(
-        "primary:\n  derive: {{ kind: Backup, group: example.com, version: v1, alsoServed: {also_served} }}"
+        "primary:\n  derive: {{ kind: Backup, group: example.com, version: v1, alsoServed: {also_served} }}\n{extra}"
     );
     let manifest = Manifest::parse("operator.yaml", &text)?;
     let derived = manifest.primary.derive.clone().expect("a derived primary");
@@ -762,6 +767,37 @@ fn an_imported_crds_status_is_left_alone_unless_a_condition_is_asked_for() {
             .fields
             .list_map,
         "one entry applied"
+    );
+}
+
+#[test]
+fn a_derived_primary_keeps_ready_through_the_lifecycle_unless_the_manifest_names_another() {
+    let condition = |extra: &str| analyze_derived_with("[]", extra).map(|o| o.controller.condition);
+    let ready = condition("")
+        .unwrap()
+        .expect("a derived status is the operator's own");
+    assert_eq!(ready.type_name.raw(), "Ready");
+    let fields = ready.fields;
+    assert!(
+        fields.reason
+            && fields.message
+            && fields.last_transition_time
+            && fields.observed_generation
+    );
+    assert!(
+        !fields.list_map,
+        "the user's types.rs may keep the list either way"
+    );
+    let named = condition("status: { condition: Available }")
+        .unwrap()
+        .expect("named");
+    assert_eq!(named.type_name.raw(), "Available");
+    let error = condition("status: { condition: not a type }")
+        .expect_err("refused")
+        .to_string();
+    assert!(
+        error.contains("field `status.condition`") && error.contains("not a condition type"),
+        "{error}"
     );
 }
 

@@ -1,6 +1,7 @@
-//! The condition an operator keeps in an imported CRD's status (`status.condition` in its
-//! `operator.yaml`), on the real API server, beside the conditions of the controller the CRD
-//! belongs to, which the check plays.
+//! The condition an operator keeps in its primary's status (`status.condition` in its
+//! `operator.yaml`, or a derived primary's `Ready`), on the real API server: what the untouched
+//! skeleton's reconcile leaves there, and, in an imported CRD, beside the conditions of the
+//! controller the CRD belongs to, which the check plays.
 
 use std::time::{Duration, Instant};
 
@@ -47,9 +48,38 @@ fn condition<'a>(object: &'a Value, type_: &str) -> Option<&'a Value> {
 }
 
 impl Suite {
-    /// The condition type `operator.yaml` asks the operator to keep.
+    /// The condition type the operator keeps, as `operator.yaml` says.
     pub(super) fn own_condition(&self) -> Option<String> {
-        self.manifest.status.condition.clone()
+        self.manifest.own_condition().map(str::to_owned)
+    }
+
+    /// A new primary's condition says the reconcile succeeded, for the generation stored, with
+    /// a message: what the lifecycle writes after the skeleton's reconcile, once, on the real
+    /// API server's validation of the CRD's condition schema.
+    pub(super) fn own_condition_reports_the_reconcile(&mut self) -> Result<()> {
+        let own = self
+            .own_condition()
+            .context("the operator keeps no condition")?;
+        let name = "reported";
+        self.create_primary(name)?;
+        self.eventually(
+            "the operator's condition, True for the stored generation",
+            || {
+                let object = self.get_json(&self.primary, name)?;
+                Ok(condition(&object, &own).is_some_and(|c| {
+                    c["status"] == "True"
+                        && c["observedGeneration"] == object["metadata"]["generation"]
+                }))
+            },
+        )?;
+        let object = self.get_json(&self.primary, name)?;
+        let ours = condition(&object, &own).context("the operator's own condition")?;
+        for field in ["reason", "message", "lastTransitionTime"] {
+            if ours[field].as_str().is_none_or(str::is_empty) {
+                bail!("the operator's condition has no {field}: {ours}");
+            }
+        }
+        Ok(())
     }
 
     /// Another controller's condition survives a thousand reconciles that each write the
