@@ -51,6 +51,45 @@ fn checked_in_crates_match_the_generator() {
     );
 }
 
+/// The e2e runs every checked-in crate on the real API server and fails on a reconcile error
+/// its scenario did not cause. So that this proves each archetype's skeleton works as `new`
+/// writes it, every archetype has a checked-in crate whose `src/reconcile.rs` is, byte for
+/// byte, the skeleton the generator writes for it today.
+#[test]
+fn every_archetype_has_a_checked_in_crate_that_runs_its_untouched_skeleton() {
+    use operator_gen::model::Archetype;
+
+    std::env::set_current_dir(workspace_root()).expect("entering the workspace root");
+    let mut untouched = Vec::new();
+    for dir in checked_in_crates() {
+        let request = Job::new(&dir).request().expect("the crate's request");
+        let generated = operator_gen::generate(&request).expect("generating");
+        let skeleton = generated
+            .plan
+            .files
+            .iter()
+            .find(|file| file.path == std::path::Path::new("src/reconcile.rs"))
+            .expect("every archetype has a skeleton");
+        let ours = std::fs::read_to_string(format!("{dir}/src/reconcile.rs")).expect("reading");
+        if ours == skeleton.contents {
+            untouched.push((generated.operator.archetype, dir));
+        }
+    }
+    for archetype in [
+        Archetype::Imported,
+        Archetype::Builtin,
+        Archetype::Derived,
+        Archetype::Dynamic,
+        Archetype::Generic,
+    ] {
+        assert!(
+            untouched.iter().any(|(a, _)| *a == archetype),
+            "no checked-in {archetype:?} crate keeps the skeleton `new` writes (move its \
+             src/reconcile.rs aside and run `operator-gen gen` there); untouched: {untouched:?}"
+        );
+    }
+}
+
 #[test]
 fn the_default_job_is_the_bundled_prometheusrule_crate() {
     assert!(checked_in_crates().contains(&operator_gen::job::DEFAULT_OUT.to_owned()));

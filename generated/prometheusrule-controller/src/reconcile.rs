@@ -1,4 +1,4 @@
-//! Reconcile logic for `PrometheusRule`.
+//! Reconcile logic for `PrometheusRule` (`Primary` below, from `crate::types`).
 //!
 //! This file is yours: the generator created it once and will never overwrite it. The hooks
 //! you can implement are declared on `Reconciler` in `controller.rs`; any you leave out keep
@@ -6,12 +6,14 @@
 
 use std::sync::Arc;
 
-use kube::{ResourceExt, runtime::controller::Action};
+use kube::{
+    ResourceExt,
+    runtime::{controller::Action, reflector::ObjectRef},
+};
 
 use crate::{
-    controller::{Context, Reconciler, success_action},
+    controller::{Context, Primary, Reconciler, success_action},
     error::Result,
-    types::PrometheusRule,
 };
 
 /// The operator's own state: clients for outside systems, configuration.
@@ -19,8 +21,10 @@ use crate::{
 pub struct Operator {}
 
 impl Reconciler for Operator {
-    async fn apply(&self, obj: Arc<PrometheusRule>, ctx: Arc<Context>) -> Result<Action> {
+    async fn apply(&self, obj: Arc<Primary>, ctx: Arc<Context>) -> Result<Action> {
         tracing::info!(name = %obj.name_any(), namespace = ?obj.namespace(), "reconciling");
+        // Watched Secret: a change to one whose label `monitoring.example.com/prometheusrule`
+        // names this object reconciles it.
         // Owned ConfigMap: applied with a controller ownerReference, so it is
         // garbage-collected with its owner. Fill in its content.
         let config_map = k8s_openapi::api::core::v1::ConfigMap {
@@ -32,5 +36,21 @@ impl Reconciler for Operator {
         };
         ctx.apply_owned(&obj, config_map).await?;
         Ok(success_action())
+    }
+
+    /// Runs before the object is deleted: the finalizer holds the deletion until this returns
+    /// `Ok`. Remove what the outside systems below hold for it; owned children are
+    /// garbage-collected without help.
+    async fn cleanup(&self, obj: Arc<Primary>, ctx: Arc<Context>) -> Result<Action> {
+        tracing::info!(name = %obj.name_any(), namespace = ?obj.namespace(), "cleaning up");
+        drop(ctx);
+        Ok(Action::await_change())
+    }
+
+    /// `rule-registry` is polled every 30 s: return the objects to reconcile because it
+    /// changed.
+    async fn poll_rule_registry(&self, ctx: Arc<Context>) -> Result<Vec<ObjectRef<Primary>>> {
+        drop(ctx);
+        Ok(Vec::new())
     }
 }

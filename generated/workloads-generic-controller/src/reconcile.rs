@@ -7,7 +7,11 @@
 
 use std::sync::Arc;
 
-use kube::{ResourceExt, api::PartialObjectMeta, runtime::controller::Action};
+use kube::{
+    ResourceExt,
+    api::PartialObjectMeta,
+    runtime::{controller::Action, reflector::ObjectRef},
+};
 
 use crate::{
     controller::{Context, Kind, Reconciler, success_action},
@@ -26,6 +30,8 @@ impl Reconciler for Operator {
     ) -> Result<Action> {
         let kind = K::kind(&());
         tracing::info!(%kind, name = %obj.name_any(), namespace = ?obj.namespace(), "reconciling");
+        // Watched Secret: a change to one whose label `example.com/workload`
+        // names this object reconciles it.
         // Owned ConfigMap: applied with a controller ownerReference, so it is
         // garbage-collected with its owner. Its name holds the owner's kind, since objects of
         // two kinds may share a name. Fill in its content.
@@ -38,5 +44,29 @@ impl Reconciler for Operator {
         };
         ctx.apply_owned(&obj, config_map).await?;
         Ok(success_action())
+    }
+
+    /// Runs before the object is deleted: the finalizer holds the deletion until this returns
+    /// `Ok`. Remove what the outside systems below hold for it; owned children are
+    /// garbage-collected without help.
+    async fn cleanup<K: Kind>(
+        &self,
+        obj: Arc<PartialObjectMeta<K>>,
+        ctx: Arc<Context<K>>,
+    ) -> Result<Action> {
+        let kind = K::kind(&());
+        tracing::info!(%kind, name = %obj.name_any(), namespace = ?obj.namespace(), "cleaning up");
+        drop(ctx);
+        Ok(Action::await_change())
+    }
+
+    /// `inventory` is polled every 30 s: return the objects to reconcile because it
+    /// changed.
+    async fn poll_inventory<K: Kind>(
+        &self,
+        ctx: Arc<Context<K>>,
+    ) -> Result<Vec<ObjectRef<PartialObjectMeta<K>>>> {
+        drop(ctx);
+        Ok(Vec::new())
     }
 }
