@@ -112,6 +112,7 @@ const TEMPLATES: &[Template] = &[
     template!("deploy/kustomization.yaml.tera" => "deploy/kustomization.yaml", Scaffold, Hashed),
     template!("deploy/deployment-patch.yaml.tera" => "deploy/deployment-patch.yaml", Scaffold, Hashed),
     template!("README.md.tera" => "README.md", Scaffold, Markdown),
+    template!("OPERATOR.md.tera" => "OPERATOR.md", Generated, Markdown),
     template!("RELATIONS.md.tera" => "RELATIONS.md", Generated, Markdown),
     template!("error.rs.tera" => "src/error.rs", Generated, RustAsWritten),
     template!("lib.rs.tera" => "src/lib.rs", Generated, RustAsWritten),

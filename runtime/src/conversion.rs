@@ -237,6 +237,52 @@ pub fn serve(crd: &mut CustomResourceDefinition, webhook: &Webhook<'_>) {
     }
 }
 
+/// Points `crd`'s conversion webhook, as [`serve`] set it, at `base` followed by its path
+/// (`https://127.0.0.1:8443` and `/convert`) instead of at its Service: for an operator run
+/// outside the cluster, which the API server reaches at `base`. The operator writes its CA into
+/// the `caBundle` there as it does behind the Service, and its certificate names `localhost`
+/// and `127.0.0.1`.
+///
+/// # Errors
+/// A `base` that is not `https://<host>[:<port>]`, or a CRD [`serve`] did not point at a
+/// webhook.
+pub fn serve_at(crd: &mut CustomResourceDefinition, base: &str) -> Result<(), String> {
+    let base = webhook_base(base)?;
+    let config = crd
+        .spec
+        .conversion
+        .as_mut()
+        .and_then(|conversion| conversion.webhook.as_mut())
+        .and_then(|webhook| webhook.client_config.as_mut())
+        .ok_or("the CRD converts through no webhook")?;
+    let path = config
+        .service
+        .take()
+        .and_then(|service| service.path)
+        .unwrap_or_default();
+    config.url = Some(format!("{base}{path}"));
+    Ok(())
+}
+
+/// `base` as a webhook's URL begins: `https://`, a host and perhaps a port, with no path,
+/// query or credentials, which the API server refuses in a webhook's URL.
+fn webhook_base(base: &str) -> Result<&str, String> {
+    let refused = || {
+        format!(
+            "{base:?} is not a webhook base URL: give https://<host>[:<port>], such as https://127.0.0.1:8443"
+        )
+    };
+    let uri: http::Uri = base.parse().map_err(|_| refused())?;
+    let bare = uri
+        .path_and_query()
+        .is_none_or(|p| p.as_str() == "/" || p.as_str().is_empty());
+    let plain_host = uri.authority().is_some_and(|a| !a.as_str().contains('@'));
+    if uri.scheme_str() != Some("https") || !plain_host || !bare {
+        return Err(refused());
+    }
+    Ok(base.trim_end_matches('/'))
+}
+
 /// Removes and returns the kept fields, leaving no empty annotations behind.
 fn take_kept(meta: &mut kube::api::ObjectMeta, annotation: &str) -> Option<String> {
     let annotations = meta.annotations.as_mut()?;
@@ -495,6 +541,50 @@ mod tests {
     fn a_recorded_review_is_answered_for_its_uid_object_by_object() {
         answers_recorded_review::<Hub2>(&hub(Some("red")), "example.com/v1");
         answers_recorded_review::<Hub2>(&hub(Some("red")), "example.com/v2");
+    }
+
+    #[test]
+    fn a_crd_served_at_a_base_url_keeps_its_path_and_refuses_what_the_api_server_would() {
+        let webhook = Webhook {
+            service: "widget-operator",
+            namespace: "operators",
+            path: "/convert",
+            certificate: None,
+        };
+        let mut crd = CustomResourceDefinition::default();
+        assert!(
+            serve_at(&mut crd, "https://127.0.0.1:8443").is_err(),
+            "no webhook yet"
+        );
+        serve(&mut crd, &webhook);
+        serve_at(&mut crd, "https://127.0.0.1:8443/").expect("a loopback base");
+        let config = crd
+            .spec
+            .conversion
+            .as_ref()
+            .and_then(|c| c.webhook.as_ref());
+        let config = config.and_then(|w| w.client_config.as_ref()).expect("kept");
+        assert_eq!(
+            config.url.as_deref(),
+            Some("https://127.0.0.1:8443/convert")
+        );
+        assert_eq!(
+            config.service, None,
+            "the API server takes a URL or a Service, not both"
+        );
+        for refused in [
+            "http://127.0.0.1:8443",
+            "https://127.0.0.1:8443/convert",
+            "https://user:pass@127.0.0.1:8443",
+            "https://127.0.0.1:8443?x=1",
+            "127.0.0.1:8443",
+            "",
+        ] {
+            let mut crd = CustomResourceDefinition::default();
+            serve(&mut crd, &webhook);
+            let error = serve_at(&mut crd, refused).expect_err(refused);
+            assert!(error.contains("https://<host>[:<port>]"), "{error}");
+        }
     }
 
     #[test]

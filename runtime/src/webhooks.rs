@@ -22,10 +22,12 @@ pub mod admission {
 
 /// Conversion: a resource served in several versions, converted an object at a time through
 /// the [`Hub`](conversion::Hub) (its storage version), losing nothing on a round trip; and the CRD pointed at
-/// the webhook ([`set_webhook`](conversion::set_webhook)).
+/// the webhook ([`set_webhook`](conversion::set_webhook)), or at an operator run outside the
+/// cluster ([`set_webhook_url`](conversion::set_webhook_url)).
 pub mod conversion {
     pub use crate::conversion::{
-        Hub, Webhook, decode, down, encode, not_served, serve as set_webhook, up,
+        Hub, Webhook, decode, down, encode, not_served, serve as set_webhook,
+        serve_at as set_webhook_url, up,
     };
 
     #[cfg(any(test, feature = "test-util"))]

@@ -4,7 +4,9 @@
 //! both, so it holds them to each other here, in unit tests that run with the others:
 //! - the series the generated alerts and dashboards read are ones the runtime serves;
 //! - every request a reconcile makes through the runtime (the finalizer, the owned child's
-//!   apply, the status, the Event) is one the generated role grants.
+//!   apply, the status, the Event) is one the generated role grants;
+//! - `deploy/local/` and `crdgen --webhook-url` send the API server to the port an operator run
+//!   with `cargo run` serves its webhooks on.
 
 #[cfg(test)]
 mod tests {
@@ -210,6 +212,18 @@ mod tests {
         assert!(
             refused.is_empty(),
             "asked of the API server but not granted by deploy/base/rbac.yaml: {refused:?}"
+        );
+    }
+
+    #[test]
+    fn the_local_webhook_url_is_on_the_port_a_local_run_serves_its_webhooks_on() {
+        use operator_gen::model::{LOCAL_WEBHOOK_BASE, LOCAL_WEBHOOK_PORT};
+        use operator_gen_runtime::settings::WEBHOOK_ADDR;
+
+        assert_eq!(WEBHOOK_ADDR.port(), LOCAL_WEBHOOK_PORT);
+        assert_eq!(
+            LOCAL_WEBHOOK_BASE,
+            format!("https://127.0.0.1:{LOCAL_WEBHOOK_PORT}")
         );
     }
 }

@@ -323,7 +323,12 @@ impl Suite {
         let manifest = Manifest::load(&dir.join("operator.yaml"))?;
         let derived_crd = if manifest.primary.derive.is_some() {
             let crdgen = env.artifacts.bin(&dir, "crdgen")?;
-            Some(conversion::derived_crd(crdgen, &name, &env.logs)?)
+            let converts = manifest
+                .primary
+                .derive
+                .as_ref()
+                .is_some_and(|derived| !derived.also_served.is_empty());
+            Some(conversion::derived_crd(crdgen, converts, &name, &env.logs)?)
         } else {
             None
         };
@@ -582,11 +587,8 @@ impl Suite {
             )?;
         }
         assert_least_privilege(&self.dir.join("deploy/base/rbac.yaml"))?;
-        self.install_without_workload()?;
+        self.install_local()?;
         self.check_kustomization()?;
-        if self.has_webhooks() {
-            self.install_webhooks()?;
-        }
         let namespace =
             json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": self.namespace}});
         self.apply_json(&namespace)?;
@@ -1439,17 +1441,21 @@ impl Suite {
                 bail!("kubectl kustomize {deploy} gave no {kind}:\n{built}");
             }
         }
+        // Server-side, as README says to deploy, and by the same field manager that installed
+        // `deploy/local/`: so this also proves that deploying over a local run's
+        // configurations takes their loopback URL away for the Service.
         self.admin(
-            &["apply", "--dry-run=server", "-k"],
+            &["apply", "--server-side", "--dry-run=server", "-k"],
             Some(Path::new(deploy)),
         )
     }
 
     /// Installs what the operator needs to run outside the cluster, as its README tells a user
-    /// to: `deploy/local/`, the base with the `without-workload` component, built by the
-    /// cluster's own kubectl. It must hold the ServiceAccount and its RBAC (and the CRD and the
-    /// namespace where the base has them) and none of the workload.
-    fn install_without_workload(&self) -> Result<()> {
+    /// to: `deploy/local/`, built by the cluster's own kubectl. It must hold the ServiceAccount
+    /// and its RBAC (and the CRD and the namespace where the base has them), no Deployment or
+    /// Service, and its admission webhook configurations calling the operator on loopback,
+    /// where a local run serves them ([`Suite::record_local_webhooks`]).
+    fn install_local(&self) -> Result<()> {
         let local = self.dir.join("deploy/local");
         let built = self.kustomize(&local)?;
         let kinds: Vec<&str> = built
@@ -1467,14 +1473,14 @@ impl Suite {
                 bail!("{} builds no {kind}:\n{built}", local.display());
             }
         }
-        let workload = [
-            "Deployment",
-            "Service",
-            "ValidatingWebhookConfiguration",
-            "MutatingWebhookConfiguration",
-        ];
-        if let Some(kind) = workload.iter().find(|kind| kinds.contains(kind)) {
+        if let Some(kind) = ["Deployment", "Service"]
+            .iter()
+            .find(|kind| kinds.contains(kind))
+        {
             bail!("{} still builds a {kind}:\n{built}", local.display());
+        }
+        if self.has_webhooks() {
+            self.record_local_webhooks(&built)?;
         }
         self.admin(
             &["apply", "--server-side", "--force-conflicts", "-k"],

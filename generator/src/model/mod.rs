@@ -40,7 +40,8 @@ pub use self::{
     relations::{External, Import, Related, RelatedCrd, Watched},
     status::OwnCondition,
     webhooks::{
-        Conversion, HUB_FIELDS_ANNOTATION, Version, VersionField, Webhook, Webhooks, check_versions,
+        Conversion, HUB_FIELDS_ANNOTATION, LOCAL_WEBHOOK_BASE, LOCAL_WEBHOOK_PORT, Version,
+        VersionField, Webhook, Webhooks, check_versions,
     },
 };
 use crate::{

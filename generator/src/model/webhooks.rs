@@ -19,6 +19,15 @@ use crate::{
 /// a round-trip test, and a long list is more likely a mistake than an API's history.
 pub const MAX_ALSO_SERVED: usize = 8;
 
+/// Where an operator run outside the cluster (`cargo run`) serves its webhooks, as the API
+/// server calls them: loopback, on the port of the runtime's default `--webhook-addr`, which
+/// the self-managed certificate names. `deploy/local/` points the webhook configurations here,
+/// and `crdgen --webhook-url` the CRD's conversion.
+pub const LOCAL_WEBHOOK_BASE: &str = "https://127.0.0.1:8443";
+
+/// The port of [`LOCAL_WEBHOOK_BASE`].
+pub const LOCAL_WEBHOOK_PORT: u16 = 8443;
+
 /// The webhooks of one operator, for the templates.
 #[derive(Debug, Clone, Serialize)]
 pub struct Webhooks {
@@ -61,6 +70,8 @@ pub struct Webhooks {
     /// a person sets it on `kube-system`. `None` when nothing is exempt: the operator's own
     /// objects are never of a custom primary's kind.
     pub exempt_label: Option<Text>,
+    /// [`LOCAL_WEBHOOK_BASE`].
+    pub local_base: Constant,
 }
 
 /// One kind a webhook matches, as a configuration's `rules[]` names it.
@@ -245,6 +256,7 @@ pub(super) fn resolve(
         match_condition: not_own_bookkeeping(namespace, crate_name),
         fails_open,
         exempt_label: needs_own_namespace(manifest, archetype).then(|| exempt_label(crate_name)),
+        local_base: Constant(LOCAL_WEBHOOK_BASE),
     }))
 }
 

@@ -1,8 +1,9 @@
 //! The conversion webhook of a derived operator served in several versions, on the real API
 //! server.
 //!
-//! A derived crate's CRD is what its `crdgen` prints. It is installed with the conversion
-//! webhook's `clientConfig.url` on loopback instead of the Service; the operator writes its CA
+//! A derived crate's CRD is what its `crdgen` prints, with `--webhook-url` as its README says for
+//! a local run: the conversion webhook's `clientConfig.url` is on loopback instead of the
+//! Service. The operator writes its CA
 //! into the CRD's `caBundle` with only its generated RBAC, and the API server then converts
 //! every read and write of an older version through it.
 
@@ -10,13 +11,14 @@ use std::{collections::BTreeSet, fs, path::Path, path::PathBuf, process::Command
 
 use anyhow::{Context as _, Result, bail};
 use futures::{StreamExt as _, TryStreamExt as _};
-use operator_gen::{Selection, crd_document, model::HUB_FIELDS_ANNOTATION, schema_sample};
+use operator_gen::{
+    Selection, crd_document,
+    model::{HUB_FIELDS_ANNOTATION, LOCAL_WEBHOOK_BASE},
+    schema_sample,
+};
 use serde_json::{Value, json};
 
-use super::{
-    Suite,
-    webhooks::{WEBHOOK_PORT, on_loopback},
-};
+use super::{Suite, webhooks::WEBHOOK_PORT};
 
 /// A field only the hub of a crate in this workspace has, for the check that it survives.
 struct HubOnly {
@@ -31,10 +33,20 @@ fn hub_only(name: &str) -> Option<HubOnly> {
     })
 }
 
-/// The CRD that crate `name`'s `crdgen` (the binary at `crdgen`) prints, with its conversion
-/// webhook (if any) called on loopback, written into `logs`.
-pub(super) fn derived_crd(crdgen: &Path, name: &str, logs: &Path) -> Result<PathBuf> {
-    let output = Command::new(crdgen)
+/// The CRD that crate `name`'s `crdgen` (the binary at `crdgen`) prints, written into `logs`:
+/// for a crate that `converts`, with its conversion webhook called on loopback, as its
+/// README tells a user running it locally to print it (`--webhook-url`).
+pub(super) fn derived_crd(
+    crdgen: &Path,
+    converts: bool,
+    name: &str,
+    logs: &Path,
+) -> Result<PathBuf> {
+    let mut command = Command::new(crdgen);
+    if converts {
+        command.args(["--webhook-url", LOCAL_WEBHOOK_BASE]);
+    }
+    let output = command
         .output()
         .with_context(|| format!("running {}", crdgen.display()))?;
     if !output.status.success() {
@@ -44,11 +56,13 @@ pub(super) fn derived_crd(crdgen: &Path, name: &str, logs: &Path) -> Result<Path
         );
     }
     let text = String::from_utf8(output.stdout).context("crdgen printed no UTF-8")?;
-    let mut crd: Value =
+    let crd: Value =
         serde_saphyr::from_str_with_options(&text, operator_gen::limits::yaml_options())
             .context("reading the CRD crdgen printed")?;
-    if let Some(config) = crd.pointer_mut("/spec/conversion/webhook/clientConfig") {
-        on_loopback(config)?;
+    let config = crd.pointer("/spec/conversion/webhook/clientConfig");
+    let called = config.and_then(|c| c["url"].as_str());
+    if converts && !called.is_some_and(|url| url.starts_with(LOCAL_WEBHOOK_BASE)) {
+        bail!("crdgen --webhook-url {LOCAL_WEBHOOK_BASE} printed a conversion calling {config:?}");
     }
     fs::create_dir_all(logs)?;
     let path = logs.join("crd.json");

@@ -1,9 +1,10 @@
 //! The admission webhooks of an operator that has them, on the real API server.
 //!
-//! The operator runs outside the cluster, so the configurations from `deploy/base/webhooks.yaml`
-//! are installed with `clientConfig.url` on loopback instead of the Service; everything else is
-//! as generated: the operator fills the empty Secret with its self-managed certificate and
-//! writes the CA into both configurations, with only its generated RBAC. cert-manager cannot
+//! The operator runs outside the cluster, as a user runs it locally: `deploy/local/` installs
+//! the configurations with `clientConfig.url` on loopback, where a local run serves them,
+//! instead of the Service; everything else is as generated: the operator fills the empty Secret
+//! with its self-managed certificate and writes the CA into both configurations, with only its
+//! generated RBAC. cert-manager cannot
 //! run here, so its overlay is checked by a server dry run against cert-manager's CRDs.
 
 use std::{fs, path::PathBuf};
@@ -13,19 +14,9 @@ use serde_json::{Value, json};
 
 use super::Suite;
 
-/// The port the installed configurations call. One replica at a time holds it.
-pub(super) const WEBHOOK_PORT: u16 = 19443;
-
-/// Points a webhook's `clientConfig` at `https://127.0.0.1:WEBHOOK_PORT`, on the path of the
-/// Service it names: the operator runs outside the cluster.
-pub(super) fn on_loopback(config: &mut Value) -> Result<()> {
-    let path = config["service"]["path"]
-        .as_str()
-        .context("a webhook without a service path")?
-        .to_owned();
-    *config = json!({"url": format!("https://127.0.0.1:{WEBHOOK_PORT}{path}")});
-    Ok(())
-}
+/// The port the installed configurations call, where a local run serves its webhooks. One
+/// replica at a time holds it.
+pub(super) const WEBHOOK_PORT: u16 = operator_gen::model::LOCAL_WEBHOOK_PORT;
 
 /// What an operator's own hooks refuse and default, for the checks that need to know.
 pub(super) struct HookCase {
@@ -110,33 +101,48 @@ impl Suite {
             .is_some_and(|w| w.validating || w.mutating)
     }
 
-    /// Installs the Secret and the configurations, calling `https://127.0.0.1:WEBHOOK_PORT`.
-    pub(super) fn install_webhooks(&self) -> Result<()> {
-        let path = self.dir.join("deploy/base/webhooks.yaml");
-        let text = fs::read_to_string(&path)?;
+    /// Records the Secret and the configurations `built` (`deploy/local/`, as kustomize built
+    /// it) installs, for their removal, after checking that each configuration's webhooks call
+    /// loopback, where a local run serves them, and not the Service.
+    pub(super) fn record_local_webhooks(&self, built: &str) -> Result<()> {
         let mut objects: Vec<Value> = serde_saphyr::from_str_multiple_with_options(
-            &text,
+            built,
             operator_gen::limits::yaml_options(),
         )
-        .with_context(|| format!("reading {}", path.display()))?;
-        objects.retain(|o| !o.is_null());
-        for object in &mut objects {
-            // Looked up, not indexed: indexing a Secret would give it `webhooks: null`, which a
-            // server-side apply refuses as a field its schema does not declare.
-            let webhooks = object.get_mut("webhooks").and_then(Value::as_array_mut);
-            for webhook in webhooks.into_iter().flatten() {
-                on_loopback(&mut webhook["clientConfig"])?;
+        .context("reading what deploy/local/ builds")?;
+        objects.retain(|o| {
+            matches!(
+                o["kind"].as_str(),
+                Some("Secret" | "ValidatingWebhookConfiguration" | "MutatingWebhookConfiguration")
+            )
+        });
+        let local = format!("https://127.0.0.1:{WEBHOOK_PORT}/");
+        let webhooks = objects.iter().filter_map(|o| o["webhooks"].as_array());
+        for webhook in webhooks.flatten() {
+            let config = &webhook["clientConfig"];
+            let on_loopback = config["url"]
+                .as_str()
+                .is_some_and(|url| url.starts_with(&local));
+            if !on_loopback || !config["service"].is_null() {
+                bail!(
+                    "deploy/local/'s webhook {} calls {config}, not {local}",
+                    webhook["name"]
+                );
             }
         }
-        let path = self.installed_webhooks();
+        let configurations = objects.iter().filter(|o| o["webhooks"].is_array()).count();
+        if self.has_admission() && configurations == 0 {
+            bail!("deploy/local/ installs no webhook configuration:\n{built}");
+        }
         fs::write(
-            &path,
+            self.installed_webhooks(),
             json!({"apiVersion": "v1", "kind": "List", "items": objects}).to_string(),
         )?;
-        self.admin(&["apply", "--server-side", "-f"], Some(&path))
+        Ok(())
     }
 
-    /// What [`Suite::install_webhooks`] applied, as it applied it.
+    /// The webhook objects `deploy/local/` installs, as [`Suite::record_local_webhooks`] found
+    /// them.
     fn installed_webhooks(&self) -> PathBuf {
         self.env.logs.join("webhooks.json")
     }
