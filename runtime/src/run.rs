@@ -759,6 +759,11 @@ where
         Err(controller::Error::ReconcilerFailed(_, object)) => {
             tracing::debug!(%object, "reconcile failed");
         }
+        // The API server keeps a watch's resource version only so long: the watcher lists
+        // again, as it must now and then, and nothing failed.
+        Err(controller::Error::QueueError(error)) if expired(&error) => {
+            tracing::debug!(%error, "a watch's resource version expired; listing again");
+        }
         // The watcher tries again with its own backoff; the reconciles go on from the cache.
         Err(controller::Error::QueueError(error)) => {
             tracing::warn!(%error, "a watch failed; retrying");
@@ -768,6 +773,15 @@ where
             tracing::warn!(%error, "the controller's caches did not become ready");
         }
     }
+}
+
+/// Whether a watch failed only because its resource version expired (410 Gone), which the
+/// watcher answers by listing again.
+fn expired(error: &(dyn std::error::Error + 'static)) -> bool {
+    matches!(
+        error.downcast_ref::<watcher::Error>(),
+        Some(watcher::Error::WatchError(status)) if status.code == 410
+    )
 }
 
 /// The changes `Options::changes` names, as one predicate: a change to any of them passes.
@@ -912,7 +926,8 @@ mod tests {
     }
 
     #[test]
-    fn a_failed_watch_is_logged_as_one_and_a_failed_reconcile_is_left_to_its_error_policy() {
+    fn a_failed_watch_is_logged_as_one_an_expired_one_is_not_and_a_failed_reconcile_is_left_to_its_error_policy()
+     {
         let tail = crate::testing::LogTail::new(8);
         let subscriber = tracing_subscriber::fmt()
             .with_ansi(false)
@@ -928,13 +943,22 @@ mod tests {
                 ),
             ));
             log_outcome::<Pod, std::io::Error, std::io::Error>(Err(controller::Error::QueueError(
-                std::io::Error::other("too old resource version"),
+                std::io::Error::other("the connection was reset"),
+            )));
+            let gone =
+                kube::core::Status::failure("too old resource version", "Expired").with_code(410);
+            log_outcome::<Pod, std::io::Error, watcher::Error>(Err(controller::Error::QueueError(
+                watcher::Error::WatchError(Box::new(gone)),
             )));
         });
         let lines = tail.lines();
         assert_eq!(lines.lines().count(), 1, "{lines}");
         assert!(lines.contains("a watch failed; retrying"), "{lines}");
-        assert!(lines.contains("too old resource version"), "{lines}");
+        assert!(lines.contains("the connection was reset"), "{lines}");
+        assert!(
+            !lines.contains("too old resource version"),
+            "an expired watch is listed again, no failure: {lines}"
+        );
         assert!(!lines.contains("reconcile"), "{lines}");
     }
 
