@@ -245,15 +245,19 @@ impl<'a> Watches<'a> {
 
     /// The objects of kind `C` that `config` selects, uncached: for
     /// `Controller::watches_stream`. A `PartialObjectMeta<C>` watches their metadata only.
-    /// They are listed as `--initial-list` says, whatever `config` says of it.
+    /// They are listed as `--initial-list` says, whatever `config` says of it, and the watch
+    /// counts in the metrics and readiness as `watched <kind>`: a change to an object listed
+    /// late would reconcile its primary late.
     pub fn watched<C: Watched>(
         &self,
         config: watcher::Config,
     ) -> impl Stream<Item = Result<C, watcher::Error>> + Send + 'static {
         let key = shared::Key::of::<C>(&config, false);
         self.shared.stream(key, || {
+            let watch = format!("watched {}", C::kind(&()));
             lists::watch(self.api(), config, self.initial_list)
                 .retried()
+                .inspect(self.metrics.listing(&watch))
                 .touched_objects()
         })
     }

@@ -154,9 +154,9 @@ pub struct Controller {
     /// The condition the operator writes into the primary's `status.conditions`, when the
     /// manifest asks for one.
     pub condition: Option<OwnCondition>,
-    /// How many caches must list before the operator is ready: each primary kind's, and one
-    /// per owned kind (a generic operator's kinds share its watch).
-    pub cached_kinds: usize,
+    /// How many watches must list before the operator is ready: each primary kind's, one per
+    /// owned kind and one per watched kind (a generic operator's kinds share those two).
+    pub watches_to_list: usize,
     /// Whether the operator can run sharded (`sharding: true`): replicas split the primaries
     /// by the labels a sharder writes, with the wiring in `operator_gen_runtime::sharding`.
     pub sharding: bool,
@@ -488,7 +488,7 @@ fn controller(
         )),
         condition: status::own_condition(manifest, facts.archetype, primary, bad)?,
         // Each kind's controller lists its primaries and its children.
-        cached_kinds: primary.kinds.len().max(1) + resolved.owns.len(),
+        watches_to_list: primary.kinds.len().max(1) + resolved.owns.len() + resolved.watches.len(),
         sharding: manifest.sharding,
         shard_label: Text::new(format!("shard.operator-gen.io/{crate_name}")),
         drain_label: Text::new(format!("drain.operator-gen.io/{crate_name}")),

@@ -1025,13 +1025,17 @@ fn a_generic_primary_takes_relations_a_namespace_scope_and_sharding() {
         "{error}"
     );
 
-    let related = generic("owns: [{kind: Secret}]\nexternal: [{name: registry}]");
+    let related = generic(
+        "owns: [{kind: Secret}]\nwatches: [{kind: ConfigMap, map: {label: example.com/owner}}]\n\
+         external: [{name: registry}]",
+    );
     let operator = related.expect("relations on a generic primary").operator;
     assert_eq!(operator.relations.owns.len(), 1);
     assert!(operator.controller.finalizer);
     assert_eq!(
-        operator.controller.cached_kinds, 3,
-        "each of the two kinds lists its primaries, and the one shared watch its children"
+        operator.controller.watches_to_list, 4,
+        "each of the two kinds lists its primaries, the one shared watch its children, and the \
+         one shared watch of ConfigMaps those that name a primary"
     );
     let scoped = generic("scope: namespace").expect("both kinds are namespaced");
     assert!(scoped.operator.controller.namespace_scoped);
