@@ -176,17 +176,28 @@ where
         self.write(api, obj, &outcome).await
     }
 
-    /// Notes that a hook wrote `status` to `obj` whole (`Context::patch_status`): when it
-    /// carries this condition's entry, the hook set the condition, as [`Conditions::set`]
-    /// would, so the reconcile's outcome does not overwrite it. Returns whether it did.
+    /// Notes that a hook wrote `status` over `obj`'s (`Context::patch_status`): when it set
+    /// this condition's entry to something `obj` did not have, the hook set the condition, as
+    /// [`Conditions::set`] would, and the reconcile's outcome does not overwrite it. A status
+    /// copied from `obj` with other fields changed carries the old entry as it was, and leaves
+    /// the condition to the outcome. Returns whether the hook set it.
     pub fn note_status(&self, obj: &K, status: &Value) -> bool {
-        let carries = status["conditions"]
-            .as_array()
-            .is_some_and(|list| list.iter().any(|c| c["type"] == self.spec.type_name));
-        if carries {
+        let entry = |conditions: &Value| {
+            conditions
+                .as_array()
+                .and_then(|list| list.iter().find(|c| c["type"] == self.spec.type_name))
+                .cloned()
+        };
+        let written = entry(&status["conditions"]);
+        let live = serde_json::to_value(obj).ok();
+        let before = live
+            .as_ref()
+            .and_then(|live| live.pointer("/status/conditions"));
+        let set = written.is_some() && written != before.and_then(entry);
+        if set {
             lock(&self.set_by_hook).insert(ObjectRef::from_obj(obj));
         }
-        carries
+        set
     }
 
     /// Records a reconcile's outcome, unless a hook set the condition during it. A transient
@@ -530,6 +541,14 @@ pub(crate) mod tests {
         assert!(
             !conditions.note_status(&pod(), &others),
             "not this condition"
+        );
+        let entry = json!({"type": "Reconciled", "status": "True", "reason": "Reconciled"});
+        let mut read = pod();
+        read.status = serde_json::from_value(json!({"conditions": [entry]})).ok();
+        let copied = json!({"conditions": [entry], "phase": "Running"});
+        assert!(
+            !conditions.note_status(&read, &copied),
+            "a status copied with its entry as read leaves the condition to the outcome"
         );
         let ours = json!({"conditions": [{"type": "Reconciled", "status": "True"}]});
         assert!(conditions.note_status(&pod(), &ours));

@@ -266,8 +266,10 @@ impl<O: Operator> Context<O> {
     /// field differs from the status `obj` already has; returns whether it wrote. A status
     /// write leaves `metadata.generation` alone, so it does not retrigger the controller.
     ///
-    /// A `status` that carries the operator's own condition sets it, as
-    /// [`Context::set_condition`] does: the reconcile does not write it a second time.
+    /// A write that changes the operator's own condition sets it, as
+    /// [`Context::set_condition`] does: the reconcile does not write it a second time. A
+    /// status copied from `obj`, its condition entry as read, leaves the condition to the
+    /// reconcile's outcome.
     pub async fn patch_status(
         &self,
         obj: &O::Primary,
@@ -277,13 +279,12 @@ impl<O: Operator> Context<O> {
         O::Primary: HasStatus<Status: Serialize>,
     {
         let api = run::object_api(&self.client, obj)?;
-        if let Some(conditions) = self.lifecycle.conditions() {
-            conditions.note_status(
-                obj,
-                &serde_json::to_value(status).map_err(apply::Error::from)?,
-            );
+        let wrote = apply::patch_status(&api, obj, &obj.status(), status).await?;
+        if let (true, Some(conditions)) = (wrote, self.lifecycle.conditions()) {
+            let status = serde_json::to_value(status).map_err(apply::Error::from)?;
+            conditions.note_status(obj, &status);
         }
-        Ok(apply::patch_status(&api, obj, &obj.status(), status).await?)
+        Ok(wrote)
     }
 
     /// Sets the operator's condition on `obj`, writing only when its status, reason, message

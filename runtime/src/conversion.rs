@@ -272,6 +272,10 @@ fn webhook_base(base: &str) -> Result<&str, String> {
             "{base:?} is not a webhook base URL: give https://<host>[:<port>], such as https://127.0.0.1:8443"
         )
     };
+    // `http::Uri` drops a fragment, which would end up before the path.
+    if base.contains('#') {
+        return Err(refused());
+    }
     let uri: http::Uri = base.parse().map_err(|_| refused())?;
     let bare = uri
         .path_and_query()
@@ -577,6 +581,7 @@ mod tests {
             "https://127.0.0.1:8443/convert",
             "https://user:pass@127.0.0.1:8443",
             "https://127.0.0.1:8443?x=1",
+            "https://127.0.0.1:8443#x",
             "127.0.0.1:8443",
             "",
         ] {

@@ -218,14 +218,26 @@ where
         }
         let observed = Arc::clone(&obj);
         let result = match &self.finalizer {
-            Some(name) => finalizer(api, name, obj, |event| async move {
-                match event {
-                    finalizer::Event::Apply(obj) => hooks.apply(obj).await,
-                    finalizer::Event::Cleanup(obj) => hooks.cleanup(obj).await,
+            Some(name) => {
+                let finalized = finalizer(api, name, obj, |event| async move {
+                    match event {
+                        finalizer::Event::Apply(obj) => hooks.apply(obj).await,
+                        finalizer::Event::Cleanup(obj) => hooks.cleanup(obj).await,
+                    }
+                })
+                .await;
+                match finalized {
+                    // The cache still showed the finalizer of an object whose finalizer an
+                    // earlier reconcile removed: it is gone, and so is the work.
+                    Err(finalizer::Error::RemoveFinalizer(kube::Error::Api(status)))
+                        if status.code == 404 =>
+                    {
+                        tracing::debug!(object = %key, "deleted before its finalizer was removed again");
+                        Ok(Action::await_change())
+                    }
+                    finalized => finalized.map_err(H::Error::from),
                 }
-            })
-            .await
-            .map_err(H::Error::from),
+            }
             None => hooks.apply(obj).await,
         };
         let result = match &self.conditions {
@@ -486,6 +498,27 @@ mod tests {
                 {"op": "remove", "path": "/metadata/finalizers/0"}
             ])
         );
+    }
+
+    #[tokio::test]
+    async fn an_object_gone_when_its_finalizer_is_removed_again_is_no_failure() {
+        let (client, server) = mock_api(|_| (404, crate::testing::not_found()));
+        let api = Api::<Pod>::namespaced(client.clone(), "default");
+        let lifecycle = lifecycle(&client).with_finalizer(FINALIZER);
+        let probe = Probe::default();
+        let mut deleted = pod();
+        deleted.metadata.finalizers = Some(vec![FINALIZER.to_owned()]);
+        deleted.metadata.deletion_timestamp = Some(Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH));
+        let action = run(&lifecycle, &api, &probe, &deleted).await;
+        assert_eq!(action.expect("nothing left to do"), Action::await_change());
+        assert_eq!(
+            probe.cleaned.load(SeqCst),
+            1,
+            "cleanup ran, as it may again"
+        );
+        drop((lifecycle, api, client));
+        let seen = server.await.expect("the mock API server ran");
+        assert_eq!(at(&seen, POD_PATH).len(), 1, "one removal tried: {seen:#?}");
     }
 
     #[tokio::test]

@@ -779,13 +779,14 @@ where
     }
 }
 
-/// Whether a watch failed only because its resource version expired (410 Gone), which the
-/// watcher answers by listing again.
+/// Whether a watch failed only because its resource version, or a paged list's continue
+/// token, expired (410 Gone), which the watcher answers by listing again.
 fn expired(error: &(dyn std::error::Error + 'static)) -> bool {
-    matches!(
-        error.downcast_ref::<watcher::Error>(),
-        Some(watcher::Error::WatchError(status)) if status.code == 410
-    )
+    match error.downcast_ref::<watcher::Error>() {
+        Some(watcher::Error::WatchError(status)) => status.code == 410,
+        Some(watcher::Error::InitialListFailed(kube::Error::Api(status))) => status.code == 410,
+        _ => false,
+    }
 }
 
 /// The changes `Options::changes` names, as one predicate: a change to any of them passes.

@@ -133,3 +133,40 @@ fn every_bundled_crd_is_the_upstream_file_byte_for_byte() {
         );
     }
 }
+
+/// The release profile's overrides for one version of a package (`name@version`, kopium's
+/// dependencies that `cargo install` need not optimize) match a package in Cargo.lock: after
+/// an update moved the version, cargo would only warn, and the install would be slow again.
+#[test]
+fn every_versioned_profile_override_names_a_locked_package() {
+    let root = workspace_root();
+    let read = |file: &str| -> toml::Table {
+        let text = std::fs::read_to_string(root.join(file)).expect("reading");
+        text.parse().expect("TOML")
+    };
+    let (manifest, lock) = (read("Cargo.toml"), read("Cargo.lock"));
+    let locked: Vec<String> = lock["package"]
+        .as_array()
+        .expect("packages")
+        .iter()
+        .map(|p| {
+            format!(
+                "{}@{}",
+                p["name"].as_str().unwrap_or(""),
+                p["version"].as_str().unwrap_or("")
+            )
+        })
+        .collect();
+    let overrides = manifest["profile"]["release"]["package"]
+        .as_table()
+        .expect("release overrides");
+    let versioned: Vec<&String> = overrides.keys().filter(|k| k.contains('@')).collect();
+    assert!(!versioned.is_empty(), "{overrides:?}");
+    for key in versioned {
+        assert!(
+            locked.contains(key),
+            "Cargo.toml's [profile.release.package.\"{key}\"] names no package in Cargo.lock: \
+             set it to the locked version"
+        );
+    }
+}

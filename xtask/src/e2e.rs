@@ -1441,9 +1441,9 @@ impl Suite {
                 bail!("kubectl kustomize {deploy} gave no {kind}:\n{built}");
             }
         }
-        // Server-side, as README says to deploy, and by the same field manager that installed
-        // `deploy/local/`: so this also proves that deploying over a local run's
-        // configurations takes their loopback URL away for the Service.
+        // Server-side, as README says to deploy, by the same field manager that installed
+        // `deploy/local/` just before: the API server takes the Service in place of the
+        // loopback URL (a client-side apply would keep both, and be refused).
         self.admin(
             &["apply", "--server-side", "--dry-run=server", "-k"],
             Some(Path::new(deploy)),

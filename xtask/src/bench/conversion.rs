@@ -41,7 +41,11 @@ fn hubs() -> Vec<Value> {
                 "kind": "Backup",
                 "metadata": {"name": format!("backup-{i}"), "namespace": "default", "uid": format!("uid-{i}")},
                 "spec": {"message": "back up nightly", "note": "only the hub has this"},
-                "status": {"observedGeneration": 1},
+                "status": {"conditions": [{
+                    "type": "Ready", "status": "True", "reason": "Reconciled",
+                    "message": "the last reconcile succeeded", "observedGeneration": 1,
+                    "lastTransitionTime": "2026-11-29T00:00:00Z",
+                }]},
             })
         })
         .collect()
