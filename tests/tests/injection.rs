@@ -149,6 +149,7 @@ watches:
 external:
   - { name: registry, source: poll, interval: 30s }
   - { name: hook, source: channel }
+status: { condition: Audited }
 requeue: { after: 5m, errorBackoff: 1s, errorBackoffMax: 2m }
 predicates: [generation, finalizers]
 concurrency: 2
@@ -163,14 +164,21 @@ devDependencies: { pretty_assertions: "1" }
 runtime: { path: ../operator-gen/runtime }
 "#;
 
-/// A resource defined in Rust and served in three versions, with both admission webhooks: its
-/// names reach the types, the conversion webhook, crdgen and the RBAC of that CRD.
+/// A resource defined in Rust and served in three versions, with both admission webhooks, the
+/// relations its skeleton shows and a condition of its own: its names reach the types, the
+/// conversion webhook, crdgen, the skeleton, the docs and the RBAC of that CRD.
 const DERIVED_MANIFEST: &str = r#"
 name: backup-operator
 primary:
   derive: { kind: Backup, group: backup.example.com, version: v2, plural: backups, namespaced: true, alsoServed: [v1beta1, v1alpha1] }
 owns:
   - { kind: ConfigMap }
+watches:
+  - { kind: Secret, map: { label: example.com/backup } }
+external:
+  - { name: registry, source: poll, interval: 30s }
+  - { name: hook, source: channel }
+status: { condition: Available }
 webhooks: { validating: true, mutating: true }
 runtime: { path: ../operator-gen/runtime }
 "#;
