@@ -191,6 +191,11 @@ pub struct Watched {
     pub crd: Option<String>,
     /// How a related object names the primary it belongs to, written `{ label: key }`.
     pub map: MapRule,
+    /// Whether the watch keeps whole objects in a cache the reconcile reads, rather than
+    /// streaming what its mapping needs and keeping nothing. Off by default: a cache holds
+    /// every object its selector matches in the operator's memory.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub cache: bool,
 }
 
 /// A rule that reads the primary's name from a related object. The primary is looked up in

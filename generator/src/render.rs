@@ -56,6 +56,8 @@ enum Needs {
     Conversion,
     /// A namespace of the operator's own (see `Webhooks::exempt_label`).
     OwnNamespace,
+    /// A sample the shipped tests create (`manifest::sample`).
+    Sample,
 }
 
 impl Needs {
@@ -67,6 +69,7 @@ impl Needs {
             Needs::Admission => webhooks.is_some_and(|w| !w.configurations.is_empty()),
             Needs::Conversion => webhooks.is_some_and(|w| w.conversion.is_some()),
             Needs::OwnNamespace => operator.deploy.own_namespace,
+            Needs::Sample => operator.tests.sample,
         }
     }
 }
@@ -131,7 +134,7 @@ const TEMPLATES: &[Template] = &[
     template!("types_derived.rs.tera" => "src/types.rs", Scaffold, RustAsWritten, Derived),
     template!("types_dynamic.rs.tera" => "src/types.rs", Generated, RustAsWritten, Dynamic),
     template!("crdgen.rs.tera" => "src/bin/crdgen.rs", Generated, RustAsWritten, Derived),
-    template!("tests/cluster.rs.tera" => "tests/cluster.rs", Generated, RustAsWritten, Imported, Dynamic),
+    template!("tests/cluster.rs.tera" => "tests/cluster.rs", Generated, RustAsWritten, needs Sample, Imported, Dynamic, Builtin, Derived),
 ];
 
 /// Every path a template renders to, for any operator: with the vendored runtime's

@@ -1,6 +1,7 @@
 //! The operator's caches (kube's reflector stores) beyond what kube gives: a writing half that
-//! outlives one leadership term ([`Feed`]), a child kind's cache with it ([`Cache`]), how many
-//! objects each cache holds, as a metric, and what a cached object need not keep.
+//! outlives one leadership term ([`Feed`]), a child's or a cached watched kind's cache with it
+//! ([`Cache`]), how many objects each cache holds, as a metric, and what a cached object need
+//! not keep.
 
 use std::{
     collections::BTreeMap,
@@ -17,7 +18,7 @@ use futures::{Stream, StreamExt};
 use kube::{
     Resource,
     runtime::{
-        reflector::{self, Store, store::Writer},
+        reflector::{self, ObjectRef, Store, store::Writer},
         watcher,
     },
 };
@@ -26,7 +27,13 @@ use prometheus_client::{
     encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric},
     metrics::{MetricType, gauge::ConstGauge},
 };
+use serde::Serialize;
 use tokio::sync::watch;
+
+use crate::{
+    run::WatchScope,
+    triggers::{NamedBy, named_primary},
+};
 
 /// The annotation in which `kubectl apply` keeps a copy of the object it last applied.
 const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
@@ -119,9 +126,10 @@ where
     }
 }
 
-/// The cache of one kind an operator owns, kept across leadership terms: the store that
-/// reconciles read, which it dereferences to, and the `Feed` through which each term's watch
-/// of that kind (`run::Watches::owned`) fills it. Clones share the cache.
+/// The cache of one kind an operator owns or caches from a watch, kept across leadership
+/// terms: the store that reconciles read, which it dereferences to, and the `Feed` through
+/// which each term's watch of that kind (`run::Watches::owned` or `cached`) fills it. Clones
+/// share the cache.
 pub struct Cache<K>
 where
     K: Resource + Clone + 'static,
@@ -189,6 +197,24 @@ where
     /// by hand.
     pub fn apply_watcher_event(&self, event: &watcher::Event<K>) {
         self.feed.apply_watcher_event(event);
+    }
+
+    /// The cached objects that name `primary` as `named_by` says, as the watch's mapper reads
+    /// them: what a reconcile reads of a cached watch (`cache: true`), from memory rather
+    /// than the API server. It looks at every cached object; the watch's selector keeps those
+    /// to the ones that name some primary.
+    pub fn naming<P>(&self, primary: &P, named_by: NamedBy) -> Vec<Arc<K>>
+    where
+        P: Resource<DynamicType = (), Scope: WatchScope>,
+        K: Serialize,
+    {
+        let wanted = ObjectRef::from_obj(primary);
+        let names_it = |obj: &Arc<K>| {
+            named_primary::<P, K>(obj.as_ref(), named_by).is_some_and(|named| {
+                named.name == wanted.name && named.namespace == wanted.namespace
+            })
+        };
+        self.store.state().into_iter().filter(names_it).collect()
     }
 }
 
@@ -315,10 +341,51 @@ impl Collector for CacheSizesCollector {
 
 #[cfg(test)]
 mod tests {
-    use k8s_openapi::api::core::v1::ConfigMap;
-    use kube::{api::ObjectMeta, runtime::reflector};
+    use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
+    use kube::{ResourceExt, api::ObjectMeta, runtime::reflector};
 
     use super::*;
+
+    #[test]
+    fn a_cache_names_the_objects_that_name_the_primary_in_its_namespace_and_no_others() {
+        let cache = Cache::<Secret>::default();
+        let key = "example.com/owner";
+        let secret = |name: &str, namespace: &str, owner: Option<&str>| {
+            let mut obj = Secret::default();
+            obj.metadata.name = Some(name.to_owned());
+            obj.metadata.namespace = Some(namespace.to_owned());
+            obj.metadata.labels = owner.map(|owner| [(key.to_owned(), owner.to_owned())].into());
+            obj
+        };
+        for obj in [
+            secret("tls", "team-a", Some("web")),
+            secret("other-owner", "team-a", Some("api")),
+            secret("other-namespace", "team-b", Some("web")),
+            secret("unlabelled", "team-a", None),
+        ] {
+            cache.apply_watcher_event(&watcher::Event::Apply(obj));
+        }
+        let names = |found: Vec<Arc<Secret>>| {
+            let mut names: Vec<_> = found.iter().map(|obj| obj.name_any()).collect();
+            names.sort();
+            names
+        };
+        let mut primary = config_map("web");
+        primary.metadata.namespace = Some("team-a".to_owned());
+        assert_eq!(names(cache.naming(&primary, NamedBy::Label(key))), ["tls"]);
+        let mut namespace = Namespace::default();
+        namespace.metadata.name = Some("web".to_owned());
+        assert_eq!(
+            names(cache.naming(&namespace, NamedBy::Label(key))),
+            ["other-namespace", "tls"],
+            "a cluster-scoped primary is named from any namespace"
+        );
+        assert!(
+            cache
+                .naming(&namespace, NamedBy::Annotation(key))
+                .is_empty()
+        );
+    }
 
     fn config_map(name: &str) -> ConfigMap {
         ConfigMap {

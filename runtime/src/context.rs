@@ -1,5 +1,6 @@
 //! The context every reconcile of an operator shares: its client, metrics, settings, Event
-//! recorder and owned children's caches, and the lifecycle around its hooks. A generated crate
+//! recorder, the caches of its owned children and of the watched kinds it caches, and the
+//! lifecycle around its hooks. A generated crate
 //! describes its operator once ([`Operator`]) and names `Context<ThatOperator>` its
 //! `Context`; the helpers a reconcile calls (apply a child, write the status or the condition)
 //! are written here, once.
@@ -34,7 +35,11 @@ pub trait Operator: 'static {
     type Settings: Flags;
     /// The caches of the kinds it owns, declared with [`children!`](crate::children); `()`
     /// when it owns none.
-    type Children: Children;
+    type Children: Caches;
+    /// The caches of the watched kinds it reads in a reconcile, declared with
+    /// [`cached!`](crate::cached); `()` when it caches none. A watch is uncached, and streams
+    /// only what its mapping needs, unless `operator.yaml` asks for `cache: true`.
+    type Cached: Caches;
 
     /// Its name: field manager, Lease, and the value of the managed-by label on its children.
     const NAME: &'static str;
@@ -48,22 +53,23 @@ pub trait Operator: 'static {
     const CONDITION: Option<conditions::Spec> = None;
 }
 
-/// The caches of the kinds an operator owns, each filled by the controller's watch of its kind
-/// in every term. [`children!`](crate::children) declares them; clones share the caches.
-pub trait Children: Clone + Default + Send + Sync + 'static {
+/// Caches a reconcile reads, each filled by a watch in every term: those of the kinds an
+/// operator owns ([`children!`](crate::children)), or of the watched kinds it caches
+/// ([`cached!`](crate::cached)). Clones share the caches.
+pub trait Caches: Clone + Default + Send + Sync + 'static {
     /// Waits until every cache has listed its kind in this term, so that a reconcile never
     /// takes a child that is not cached yet for one that does not exist, nor the last term's
     /// child for this one's, and a restart writes nothing.
     fn ready(&self) -> impl Future<Output = ()> + Send;
 }
 
-/// An operator that owns nothing has nothing to wait for.
-impl Children for () {
+/// An operator that owns or caches nothing has nothing to wait for.
+impl Caches for () {
     async fn ready(&self) {}
 }
 
-/// Declares an operator's [`Children`]: a struct with one [`Cache`] per owned kind, and the
-/// [`CachedIn`] impls through which [`Context::apply_owned`] finds a kind's cache.
+/// Declares an operator's [`Operator::Children`]: a struct with one [`Cache`] per owned kind,
+/// and the [`CachedIn`] impls through which [`Context::apply_owned`] finds a kind's cache.
 ///
 /// ```
 /// use k8s_openapi::api::core::v1::{ConfigMap, Secret};
@@ -82,19 +88,8 @@ impl Children for () {
 #[macro_export]
 macro_rules! children {
     ($(#[$attr:meta])* $vis:vis struct $name:ident { $($field:ident: $kind:ty),+ $(,)? }) => {
-        $(#[$attr])*
-        #[derive(Clone, Default)]
-        $vis struct $name {
-            $(
-                #[doc = concat!("The cached `", stringify!($kind), "` children.")]
-                pub $field: $crate::context::Cache<$kind>,
-            )+
-        }
-
-        impl $crate::context::Children for $name {
-            async fn ready(&self) {
-                $(self.$field.listed().await;)+
-            }
+        $crate::__caches! {
+            $(#[$attr])* $vis struct $name { $($field: $kind = "children"),+ }
         }
 
         $(
@@ -104,6 +99,54 @@ macro_rules! children {
                 }
             }
         )+
+    };
+}
+
+/// Declares an operator's [`Operator::Cached`]: a struct with one [`Cache`] per watched kind
+/// that a reconcile reads, each filled by its watch (`run::Watches::cached`). Unlike
+/// [`children!`], it gives no way to apply them: the operator does not own them.
+///
+/// ```
+/// use k8s_openapi::api::core::v1::Secret;
+///
+/// operator_gen_runtime::cached! {
+///     /// The watched kinds this operator reads.
+///     pub struct Cached {
+///         secret: Secret,
+///     }
+/// }
+///
+/// let cached = Cached::default();
+/// assert!(cached.secret.state().is_empty());
+/// ```
+#[macro_export]
+macro_rules! cached {
+    ($(#[$attr:meta])* $vis:vis struct $name:ident { $($field:ident: $kind:ty),+ $(,)? }) => {
+        $crate::__caches! {
+            $(#[$attr])* $vis struct $name { $($field: $kind = "watched objects"),+ }
+        }
+    };
+}
+
+/// The struct of caches [`children!`] and [`cached!`] declare, and its [`Caches`] impl.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __caches {
+    ($(#[$attr:meta])* $vis:vis struct $name:ident { $($field:ident: $kind:ty = $what:literal),+ }) => {
+        $(#[$attr])*
+        #[derive(Clone, Default)]
+        $vis struct $name {
+            $(
+                #[doc = concat!("The cached `", stringify!($kind), "` ", $what, ".")]
+                pub $field: $crate::context::Cache<$kind>,
+            )+
+        }
+
+        impl $crate::context::Caches for $name {
+            async fn ready(&self) {
+                $(self.$field.listed().await;)+
+            }
+        }
     };
 }
 
@@ -145,6 +188,7 @@ pub trait CachedIn<C>: Watched + Serialize {
 ///     type Primary = Deployment;
 ///     type Settings = Common;
 ///     type Children = Children;
+///     type Cached = ();
 ///     const NAME: &'static str = "replica-notes";
 ///     const BACKOFF: Backoff = Backoff {
 ///         base: Duration::from_secs(1),
@@ -182,6 +226,9 @@ pub struct Context<O: Operator> {
     pub recorder: Recorder,
     /// Caches of the owned children, which reconciles read instead of the API server.
     pub children: O::Children,
+    /// Caches of the watched kinds the operator reads, filled by their watches: a reconcile
+    /// reads a watched object here rather than from the API server.
+    pub cached: O::Cached,
     /// What every reconcile goes through around the hooks: the shard's fence and drain, the
     /// finalizer, the condition, the failure count and backoff, metrics and Events.
     lifecycle: Lifecycle<O::Primary>,
@@ -203,19 +250,21 @@ impl<O: Operator> Context<O> {
     /// A context around `client` that runs with `settings`.
     pub fn with_settings(client: Client, settings: O::Settings) -> Self {
         let metrics = Arc::new(Metrics::new(O::READY_WHEN));
-        Self::with_shared(client, settings, metrics, &O::Children::default())
+        let caches = (O::Children::default(), O::Cached::default());
+        Self::with_shared(client, settings, metrics, &caches)
     }
 
     /// A context around `client` that runs with `settings` and shares `metrics` and
-    /// `children` with the contexts of an operator's other kinds: every controller's watches
-    /// count towards one readiness, and one watch of each owned kind fills one cache that
-    /// all of them read.
+    /// `caches` (the owned children's, and the cached watched kinds') with the contexts of an
+    /// operator's other kinds: every controller's watches count towards one readiness, and
+    /// one watch of each owned or cached kind fills one cache that all of them read.
     pub fn with_shared(
         client: Client,
         settings: O::Settings,
         metrics: Arc<Metrics>,
-        children: &O::Children,
+        caches: &(O::Children, O::Cached),
     ) -> Self {
+        let (children, cached) = caches;
         let pod_name = settings.common().pod_name.clone();
         let recorder = lifecycle::recorder(client.clone(), O::NAME, pod_name);
         let mut lifecycle = Lifecycle::new(Arc::clone(&metrics), recorder.clone(), O::BACKOFF);
@@ -231,6 +280,7 @@ impl<O: Operator> Context<O> {
             settings,
             recorder,
             children: children.clone(),
+            cached: cached.clone(),
             lifecycle,
         }
     }
@@ -246,8 +296,9 @@ impl<O: Operator> Context<O> {
     }
 
     /// Reconciles `obj` with the operator's hooks, `apply` for an object that lives and
-    /// `cleanup` for one being deleted, once every child's cache has listed its kind in this
-    /// term: see [`Lifecycle::reconcile`]. It reads nothing from the API server.
+    /// `cleanup` for one being deleted, once every cache (children's and cached watched
+    /// kinds') has listed in this term: see [`Lifecycle::reconcile`]. It reads nothing from the
+    /// API server.
     ///
     /// # Errors
     /// What a hook fails with, or the lifecycle's own failures (a namespaced object without a
@@ -258,6 +309,7 @@ impl<O: Operator> Context<O> {
         hooks: impl Hooks<O::Primary, Error = Error>,
     ) -> Result<Action> {
         self.children.ready().await;
+        self.cached.ready().await;
         let api = run::object_api(&self.client, obj.as_ref())?;
         self.lifecycle.reconcile(&api, obj, hooks).await
     }
@@ -375,6 +427,7 @@ mod tests {
         type Primary = Pod;
         type Settings = crate::settings::Common;
         type Children = Children;
+        type Cached = ();
 
         const NAME: &'static str = "pod-operator";
         const BACKOFF: Backoff = Backoff {
@@ -442,9 +495,9 @@ mod tests {
         assert!(!error.is_transient(), "{error}");
     }
 
-    /// [`Children::ready`], which the test's struct of the same name hides.
+    /// [`Caches::ready`] of the test's `Children`.
     fn ready(children: &Children) -> impl Future<Output = ()> + Send {
-        super::Children::ready(children)
+        super::Caches::ready(children)
     }
 
     #[tokio::test]
@@ -485,6 +538,45 @@ mod tests {
             .await;
         let error = result.expect_err("a namespaced object without a namespace");
         assert!(!error.is_transient(), "{error}");
+    }
+
+    /// An operator of Pods that reads the Secrets its watch caches.
+    struct SecretReaders;
+
+    crate::cached! {
+        /// The Secrets it reads.
+        struct Cached {
+            secrets: k8s_openapi::api::core::v1::Secret,
+        }
+    }
+
+    impl Operator for SecretReaders {
+        type Primary = Pod;
+        type Settings = crate::settings::Common;
+        type Children = ();
+        type Cached = Cached;
+
+        const NAME: &'static str = "secret-readers";
+        const BACKOFF: Backoff = Pods::BACKOFF;
+        const READY_WHEN: ReadyWhen = ReadyWhen::WatchesListed(2);
+    }
+
+    #[tokio::test]
+    async fn a_reconcile_waits_until_every_cached_watch_has_listed() {
+        let ctx = Context::<SecretReaders>::new(offline_client());
+        let mut pod = owner();
+        pod.metadata.namespace = None;
+        let pod = Arc::new(pod);
+        let applied = |_| async { panic!("no hook runs") };
+        let reconcile = || ctx.reconcile(Arc::clone(&pod), (applied, lifecycle::no_cleanup));
+        let waiting = tokio::time::timeout(Duration::from_millis(50), reconcile()).await;
+        assert!(waiting.is_err(), "the Secrets have not been listed");
+        ctx.cached
+            .secrets
+            .apply_watcher_event(&watcher::Event::InitDone);
+        let result = tokio::time::timeout(Duration::from_secs(5), reconcile()).await;
+        let result = result.expect("the cache has listed");
+        result.expect_err("the reconcile ran, and failed on the missing namespace");
     }
 
     #[tokio::test]

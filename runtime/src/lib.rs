@@ -4,8 +4,8 @@
 //!
 //! # From a watch to a status
 //! An operator describes itself once, as an [`Operator`](context::Operator): its primary kind,
-//! its flags, the caches of the kinds it owns ([`children!`]) and what `operator.yaml` says
-//! about every reconcile. Then, for one object:
+//! its flags, the caches of the kinds it owns ([`children!`]) and of the watched kinds it reads
+//! ([`cached!`]), and what `operator.yaml` says about every reconcile. Then, for one object:
 //! 1. **Watch.** A [`Runner`](run::Runner) runs the controller while this replica leads (or,
 //!    with `--sharding`, over this replica's shard). It watches the primary, the owned
 //!    children by the managed-by label, and whatever else [`relations`] adds, each into a

@@ -2,7 +2,7 @@
 //! `use operator_gen_runtime::prelude::*;`.
 
 pub use crate::{
-    children,
+    cached, children,
     context::{Context, Operator},
     reconcile::{Error, Result, Retryable},
     run::{Runner, Scope, Watched},

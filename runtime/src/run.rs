@@ -229,11 +229,7 @@ impl<'a> Watches<'a> {
         let key = shared::Key::of::<C>(&self.managed, true);
         self.shared.stream(key, || {
             let kind = C::kind(&());
-            let counted = self.metrics.count_cache(&kind, Store::clone(cache));
-            self.counted
-                .lock()
-                .unwrap_or_else(|poisoned| poisoned.into_inner())
-                .push(counted);
+            self.count(&kind, cache);
             lists::watch(self.api(), self.managed.clone(), self.initial_list)
                 .retried()
                 .inspect(self.metrics.listing(&kind))
@@ -260,6 +256,39 @@ impl<'a> Watches<'a> {
                 .inspect(self.metrics.listing(&watch))
                 .touched_objects()
         })
+    }
+
+    /// The objects of kind `C` that `config` selects, whole, put in `cache` before the
+    /// reconcile they trigger: for `Controller::watches_stream`, when a reconcile reads them
+    /// (`cache: true` in `operator.yaml`). Like [`Watches::watched`], they are listed as
+    /// `--initial-list` says and count in readiness as `watched <kind>`; the cache's size is
+    /// served as `operator_cache_objects{kind="watched <kind>"}` for the term. What no
+    /// reconcile reads (`managedFields`, kubectl's last applied copy) is dropped first.
+    pub fn cached<C: Watched>(
+        &self,
+        cache: &Cache<C>,
+        config: watcher::Config,
+    ) -> impl Stream<Item = Result<C, watcher::Error>> + Send + 'static {
+        let key = shared::Key::of::<C>(&config, true);
+        self.shared.stream(key, || {
+            let watch = format!("watched {}", C::kind(&()));
+            self.count(&watch, cache);
+            lists::watch(self.api(), config, self.initial_list)
+                .retried()
+                .inspect(self.metrics.listing(&watch))
+                .modify(forget_unread_fields)
+                .reflect_into(cache.feed().clone())
+                .touched_objects()
+        })
+    }
+
+    /// Serves the size of `cache` as the cache of `kind` for as long as this term lasts.
+    fn count<C: Watched>(&self, kind: &str, cache: &Cache<C>) {
+        let counted = self.metrics.count_cache(kind, Store::clone(cache));
+        self.counted
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .push(counted);
     }
 
     /// The watches of one term, in `namespace` or the whole cluster, with the children of
@@ -322,6 +351,7 @@ impl<'a> Watches<'a> {
 ///     type Primary = ConfigMap;
 ///     type Settings = Common;
 ///     type Children = ();
+///     type Cached = ();
 ///     const NAME: &'static str = "labeller";
 ///     const BACKOFF: Backoff = Backoff {
 ///         base: Duration::from_secs(1),

@@ -345,6 +345,23 @@ where
     assert_eq!(seen.body["metadata"]["ownerReferences"], owners);
 }
 
+/// A context of operator `O` on a mock API server that holds `owner`, after it applied `child`
+/// once: the context, the server (which returns what it saw once the context is dropped),
+/// and the child as the apply returned it.
+async fn applied_once<O, C>(
+    owner: &O::Primary,
+    child: C,
+) -> (crate::context::Context<O>, JoinHandle<Vec<Seen>>, C)
+where
+    O: crate::context::Operator,
+    C: crate::context::CachedIn<O::Children>,
+{
+    let (client, server) = mock_api(holding(owner));
+    let ctx = crate::context::Context::<O>::new(client);
+    let applied = ctx.apply_owned(owner, child).await.expect("applied");
+    (ctx, server, applied)
+}
+
 /// Asserts what [`crate::context::Context::apply_owned`] of operator `O` does with `child` of
 /// `owner`: one server-side apply (see [`assert_owned_apply`]) and nothing else, neither a
 /// read nor, once the child's cache holds what the apply returned, a second write of the same
@@ -354,10 +371,7 @@ where
     O: crate::context::Operator,
     C: crate::context::CachedIn<O::Children>,
 {
-    let (client, server) = mock_api(holding(owner));
-    let ctx = crate::context::Context::<O>::new(client);
-    let applied = ctx.apply_owned(owner, child.clone()).await;
-    let applied = applied.expect("applied");
+    let (ctx, server, applied) = applied_once::<O, C>(owner, child.clone()).await;
     // The watch delivers the applied child to the cache, as the API server returned it.
     let cached = kube::runtime::watcher::Event::Apply(applied.clone());
     C::cache(&ctx.children).apply_watcher_event(&cached);
@@ -370,6 +384,159 @@ where
         "one apply; no read, and no write of an unchanged child: {seen:#?}"
     );
     assert_owned_apply(&seen[0], owner, &applied, O::NAME);
+}
+
+/// Asserts that [`crate::context::Context::apply_owned`] of operator `O` restores `child` of
+/// `owner` once it drifted from what was applied: with the cached child holding what the
+/// apply returned less its ownerReference (removed by hand, say), the same apply is written
+/// again, with the ownerReference back, and nothing is read.
+pub async fn assert_restores_owned<O, C>(owner: &O::Primary, child: C)
+where
+    O: crate::context::Operator,
+    C: crate::context::CachedIn<O::Children>,
+{
+    let (ctx, server, applied) = applied_once::<O, C>(owner, child.clone()).await;
+    let mut drifted = applied.clone();
+    drifted.meta_mut().owner_references = None;
+    let cached = kube::runtime::watcher::Event::Apply(drifted);
+    C::cache(&ctx.children).apply_watcher_event(&cached);
+    let restored = ctx.apply_owned(owner, child).await.expect("restored");
+    drop(ctx);
+    let seen = server.await.expect("the mock API server ran");
+    assert_eq!(
+        seen.len(),
+        2,
+        "the apply, then the same apply again over the drifted child; no read: {seen:#?}"
+    );
+    assert_owned_apply(&seen[1], owner, &restored, O::NAME);
+}
+
+/// Asserts that an object of any kind whose label, annotation or field (`named_by`) holds
+/// `primary`'s name maps to `primary`, as a watch's mapper maps it: in `primary`'s namespace
+/// when it has one, and to no primary when the object names none. The object is untyped, so
+/// this holds the rule and its key, whatever else the watched kind requires.
+pub fn assert_named_by<P>(primary: &P, named_by: crate::relations::NamedBy)
+where
+    P: Resource<DynamicType = (), Scope: crate::run::WatchScope>,
+{
+    use crate::relations::{NamedBy, named_primary};
+
+    let name = primary.meta().name.clone().expect("the primary has a name");
+    let namespace = primary
+        .meta()
+        .namespace
+        .clone()
+        .unwrap_or_else(|| "default".to_owned());
+    let object = |named: bool| {
+        let mut object = json!({"metadata": {"name": "watched", "namespace": namespace}});
+        if named {
+            let (at, value) = match named_by {
+                NamedBy::Label(key) => (format!("/metadata/labels/{}", escaped(key)), &name),
+                NamedBy::Annotation(key) => {
+                    (format!("/metadata/annotations/{}", escaped(key)), &name)
+                }
+                NamedBy::Field(pointer) => (pointer.to_owned(), &name),
+            };
+            set_at(&mut object, &at, Value::String(value.clone()));
+        }
+        let resource = kube::api::ApiResource::erase::<P>(&());
+        let mut object: kube::api::DynamicObject =
+            serde_json::from_value(object).expect("an object");
+        object.types = Some(kube::api::TypeMeta {
+            api_version: resource.api_version,
+            kind: resource.kind,
+        });
+        object
+    };
+    let named = named_primary::<P, _>(&object(true), named_by).expect("it names the primary");
+    assert_eq!(named.name, name, "{named_by:?}");
+    assert_eq!(named.namespace, primary.meta().namespace, "{named_by:?}");
+    assert_eq!(named_primary::<P, _>(&object(false), named_by), None);
+}
+
+/// `key` as one JSON pointer segment.
+fn escaped(key: &str) -> String {
+    key.replace('~', "~0").replace('/', "~1")
+}
+
+/// Sets the value at JSON `pointer` in `object`, making the objects on the way.
+fn set_at(object: &mut Value, pointer: &str, value: Value) {
+    let mut at = object;
+    let segments: Vec<String> = pointer
+        .split('/')
+        .skip(1)
+        .map(|s| s.replace("~1", "/").replace("~0", "~"))
+        .collect();
+    let Some((last, path)) = segments.split_last() else {
+        return;
+    };
+    for segment in path {
+        at = &mut at[segment.as_str()];
+    }
+    at[last.as_str()] = value;
+}
+
+/// Asserts that the admission routes `routes` builds answer at each `(path, hook)` of
+/// `served`: a review of `object`'s creation as `admission`'s hook decides, and a review of an
+/// object that does not decode as `K` denied with the reason, never allowed unread.
+#[cfg(feature = "webhooks")]
+pub async fn assert_admission_routes<K, A>(
+    routes: impl Fn() -> axum::Router,
+    served: &[(&str, crate::admission::Hook)],
+    admission: &A,
+    object: &K,
+) where
+    K: Resource<DynamicType = ()> + Serialize + serde::de::DeserializeOwned + Clone + Send + Sync,
+    A: crate::admission::Admission<K>,
+{
+    use tower::ServiceExt as _;
+
+    use crate::admission::Hook;
+
+    let answer = |path: &str, body: Vec<u8>| {
+        let request = axum::http::Request::post(path)
+            .header(http::header::CONTENT_TYPE, "application/json")
+            .body(axum::body::Body::from(body))
+            .expect("a request");
+        let response = routes().oneshot(request);
+        async move {
+            let response = response.await.expect("an answer");
+            assert_eq!(response.status(), StatusCode::OK);
+            let body = axum::body::to_bytes(response.into_body(), usize::MAX).await;
+            let review: kube::core::admission::AdmissionReview<K> =
+                serde_json::from_slice(&body.expect("a body")).expect("a review");
+            review.response.expect("a response")
+        }
+    };
+    let sent = serde_json::to_value(object).expect("the object encodes");
+    let mut unreadable = sent.clone();
+    unreadable["metadata"]["name"] = json!(["not", "a", "name"]);
+    for &(path, hook) in served {
+        let decided = match hook {
+            Hook::Validate => admission.validate(object, None).await,
+            Hook::Mutate => admission.mutate(&mut object.clone()).await,
+        };
+        let response = answer(path, admission_review::<K>("CREATE", &sent, &Value::Null)).await;
+        assert_eq!(
+            response.allowed,
+            decided.is_ok(),
+            "{path}: {}",
+            response.result.message
+        );
+        let refused = answer(
+            path,
+            admission_review::<K>("CREATE", &unreadable, &Value::Null),
+        )
+        .await;
+        assert!(
+            !refused.allowed,
+            "{path} allowed an object it could not read"
+        );
+        assert!(
+            !refused.result.message.is_empty(),
+            "{path} denied without a reason"
+        );
+    }
 }
 
 /// The body of the API server's 404.

@@ -480,6 +480,12 @@ impl Suite {
                 Self::watched_change,
             ));
         }
+        if self.manifest.watches.iter().any(|w| w.cache) {
+            checks.push((
+                "a cached watch holds each object it selects, and lets a deleted one go",
+                Self::cached_watch_follows,
+            ));
+        }
         if self.registry.is_some() {
             checks.push((
                 "an external trigger reconciles the primary",
@@ -734,25 +740,68 @@ impl Suite {
     }
 
     fn watched_change(&mut self) -> Result<()> {
+        let before = self.reconciles("main")?;
+        self.apply_watched("watched", |_| true)?;
+        self.eventually("a reconcile after the watched object changed", || {
+            Ok(self.reconciles("main")? > before)
+        })
+    }
+
+    /// The cache a watch with `cache: true` fills holds a new labelled object, whole, and
+    /// forgets it once it is deleted: `operator_cache_objects{kind="watched <Kind>"}` counts
+    /// one more, then one fewer.
+    fn cached_watch_follows(&mut self) -> Result<()> {
+        let kind = self
+            .manifest
+            .watches
+            .iter()
+            .find(|w| w.cache && label_key(w).is_some())
+            .map(|w| w.kind.clone())
+            .context("no cached watch is mapped by label")?;
+        let series = format!("operator_cache_objects{{kind=\"watched {kind}\"}} ");
+        let cached = |e2e: &Self| -> Result<u64> {
+            let text = e2e.http_get("main", "/metrics")?;
+            text.lines()
+                .find_map(|line| line.strip_prefix(series.as_str()))
+                .and_then(|n| n.trim().parse().ok())
+                .with_context(|| format!("no {series}in the metrics"))
+        };
+        let before = cached(self)?;
+        self.apply_watched("cached", |w| w.cache)?;
+        self.eventually("the cache to hold the new object", || {
+            Ok(cached(self)? == before + 1)
+        })?;
+        let namespace = self.namespace.clone();
+        let resource = kind.to_lowercase();
+        self.admin(&["delete", &resource, "cached", "-n", &namespace], None)?;
+        self.eventually("the cache to let the deleted object go", || {
+            Ok(cached(self)? == before)
+        })
+    }
+
+    /// Applies an object `name` of the first built-in kind watched by label that `chosen`
+    /// picks, labelled to name the primary `first`.
+    fn apply_watched(
+        &self,
+        name: &str,
+        chosen: impl Fn(&operator_gen::manifest::Watched) -> bool,
+    ) -> Result<()> {
         let (kind, key) = self
             .manifest
             .watches
             .iter()
+            .filter(|w| chosen(w))
             .find_map(|w| label_key(w).map(|k| (w.kind.clone(), k)))
-            .context("no watch is mapped by label")?;
-        let before = self.reconciles("main")?;
+            .context("no such watch is mapped by label")?;
         let Some(builtin) = k8s_catalog::find(&kind) else {
             bail!("watched kind {kind} is not built in; this check creates built-in kinds only");
         };
         let object = json!({
             "apiVersion": builtin.api_version(),
             "kind": builtin.kind,
-            "metadata": {"name": "watched", "namespace": self.namespace, "labels": {key: "first"}},
+            "metadata": {"name": name, "namespace": self.namespace, "labels": {key: "first"}},
         });
-        self.apply_json(&object)?;
-        self.eventually("a reconcile after the watched object changed", || {
-            Ok(self.reconciles("main")? > before)
-        })
+        self.apply_json(&object)
     }
 
     fn external_trigger(&mut self) -> Result<()> {

@@ -11,8 +11,10 @@ use kube::{
     runtime::{controller::Action, reflector::ObjectRef},
 };
 
+use operator_gen_runtime::relations::NamedBy;
+
 use crate::{
-    controller::{Context, Primary, Reconciler, success_action},
+    controller::{self, Context, Primary, Reconciler, success_action},
     error::Result,
 };
 
@@ -24,7 +26,12 @@ impl Reconciler for Operator {
     async fn apply(&self, obj: Arc<Primary>, ctx: Arc<Context>) -> Result<Action> {
         tracing::info!(name = %obj.name_any(), namespace = ?obj.namespace(), "reconciling");
         // Watched Secret: a change to one whose label `monitoring.example.com/prometheusrule`
-        // names this object reconciles it.
+        // names this object reconciles it. The watch caches them (`cache: true`): read the
+        // ones that name it from memory, rather than from the API server.
+        let named_by = NamedBy::Label(controller::SECRET_LABEL);
+        for secret in ctx.cached.secret.naming(obj.as_ref(), named_by) {
+            tracing::debug!(secret = %secret.name_any(), "names it");
+        }
         // Owned ConfigMap: applied with a controller ownerReference, so it is
         // garbage-collected with its owner. Fill in its content.
         let config_map = k8s_openapi::api::core::v1::ConfigMap {

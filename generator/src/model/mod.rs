@@ -139,6 +139,8 @@ pub struct Relations {
     pub imports: Vec<Import>,
     /// Whether some watch streams metadata only.
     pub watches_metadata: bool,
+    /// Whether some watch keeps whole objects in a cache the reconcile reads.
+    pub watches_cached: bool,
 }
 
 /// How the controller runs and what every reconcile goes through.
@@ -340,6 +342,7 @@ pub fn analyze(
         primary: facts.primary,
         relations: Relations {
             watches_metadata: resolved.watches.iter().any(|w| w.metadata_only),
+            watches_cached: resolved.watches.iter().any(|w| w.cached),
             owns: resolved.owns,
             watches: resolved.watches,
             external: resolved.external,

@@ -108,9 +108,12 @@ pub struct Watched {
     pub key_const: Ident,
     /// The key or the dotted field path as the manifest wrote it, for docs.
     pub source: Text,
-    /// Whether the mapper reads only metadata, so the watch streams metadata alone: the
-    /// rest of the object (a Secret's data) is never sent to the operator.
+    /// Whether the mapper reads only metadata and nothing is cached, so the watch streams
+    /// metadata alone: the rest of the object (a Secret's data) is never sent to the operator.
     pub metadata_only: bool,
+    /// Whether the watch keeps whole objects in a cache (`cache: true`), which the reconcile
+    /// reads as `ctx.cached.<ident>`.
+    pub cached: bool,
     /// For a field rule on a field the CRD declares in `selectableFields`, the field selector
     /// (`spec.ruleRef.name!=`) that has the API server send only the objects naming a
     /// primary: the others are never sent, cached or mapped.
@@ -217,7 +220,12 @@ pub(super) fn resolve(
                 format!("{} is watched twice; list it once", related.kind),
             ));
         }
-        watches.push(watch(&field, kind, &watched.map, bad)?);
+        let watch = watch(&field, kind, &watched.map, bad)?;
+        if watched.cache {
+            watches.push(cached(&field, watch, bad)?);
+        } else {
+            watches.push(watch);
+        }
     }
     let external = external(manifest, bad)?;
     distinct_watch_idents(&owns, &mut watches);
@@ -414,6 +422,7 @@ fn watch(field: &str, kind: RelatedKind, map: &MapRule, bad: Bad) -> Result<Watc
         .then(|| Text::new(format!("{source}!=")));
     Ok(Watched {
         metadata_only,
+        cached: false,
         key_const: naming::const_ident(&format!("{}_{suffix}", related.ident)),
         related,
         named_by: Constant(rule.named_by()),
@@ -421,6 +430,34 @@ fn watch(field: &str, kind: RelatedKind, map: &MapRule, bad: Bad) -> Result<Watc
         key: Text::new(key),
         source: Text::new(source),
         field_selector,
+    })
+}
+
+/// `watch` keeping whole objects in a cache, which only a watch that selects the objects
+/// naming a primary may: a label rule, or a field its CRD makes selectable. Any other would
+/// cache every object of its kind in reach, a cluster's every Secret say.
+fn cached(field: &str, watch: Watched, bad: Bad) -> Result<Watched> {
+    let selects = watch.rule == MapKind::Label || watch.field_selector.is_some();
+    if !selects {
+        let kind = &watch.related.kind;
+        let how = match watch.rule {
+            MapKind::Annotation => "an annotation cannot select what the API server sends",
+            _ => "the field is not in its CRD's `selectableFields`",
+        };
+        return Err(bad(
+            &format!("{field}.cache"),
+            format!(
+                "a cached watch keeps every {kind} it is sent in memory, and this one would be \
+                 sent every {kind} in reach: {how}. Map it by label (`map: {{ label: \
+                 example.com/owner }}`), whose selector sends only the {kind}s that name a \
+                 primary, or leave `cache` out"
+            ),
+        ));
+    }
+    Ok(Watched {
+        cached: true,
+        metadata_only: false,
+        ..watch
     })
 }
 

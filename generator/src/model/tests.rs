@@ -290,6 +290,30 @@ fn a_field_rule_on_bytes_or_a_write_only_field_is_refused_pointing_at_metadata()
 }
 
 #[test]
+fn a_cached_watch_streams_whole_objects_into_a_cache_only_when_its_selector_narrows_them() {
+    let operator =
+        analyze_with("watches: [{kind: Secret, map: {label: example.com/owner}, cache: true}]")
+            .expect("a label selects what is cached");
+    let watched = &operator.relations.watches[0];
+    assert!(watched.cached && !watched.metadata_only);
+    assert!(operator.relations.watches_cached && !operator.relations.watches_metadata);
+    for map in ["{annotation: example.com/owner}", "{field: data.owner}"] {
+        let err = error_of(&format!(
+            "watches: [{{kind: ConfigMap, map: {map}, cache: true}}]"
+        ));
+        assert!(
+            err.starts_with("operator.yaml: field `watches[0].cache`: ")
+                && err.contains("every ConfigMap in reach")
+                && err.contains("Map it by label"),
+            "{err}"
+        );
+    }
+    let uncached = analyze_with("watches: [{kind: Secret, map: {label: example.com/owner}}]")
+        .expect("a valid manifest");
+    assert!(!uncached.relations.watches[0].cached && !uncached.relations.watches_cached);
+}
+
+#[test]
 fn bad_names_and_keys_are_refused() {
     assert!(error_of("name: 9lives").contains("field `name`"));
     assert!(

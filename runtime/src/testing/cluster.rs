@@ -148,6 +148,7 @@ mod tests {
         type Primary = Pod;
         type Settings = Common;
         type Children = ();
+        type Cached = ();
 
         const NAME: &'static str = "pod-operator";
         const BACKOFF: Backoff = Backoff {
