@@ -165,8 +165,9 @@ runtime: { path: ../operator-gen/runtime }
 "#;
 
 /// A resource defined in Rust and served in three versions, with both admission webhooks, the
-/// relations its skeleton shows and a condition of its own: its names reach the types, the
-/// conversion webhook, crdgen, the skeleton, the docs and the RBAC of that CRD.
+/// relations its skeleton shows (a cached watch among them), a condition of its own and a
+/// sample: its names reach the types, the conversion webhook, crdgen, the skeleton, the
+/// shipped tests, the docs and the RBAC of that CRD.
 const DERIVED_MANIFEST: &str = r#"
 name: backup-operator
 primary:
@@ -174,11 +175,12 @@ primary:
 owns:
   - { kind: ConfigMap }
 watches:
-  - { kind: Secret, map: { label: example.com/backup } }
+  - { kind: Secret, map: { label: example.com/backup }, cache: true }
 external:
   - { name: registry, source: poll, interval: 30s }
   - { name: hook, source: channel }
 status: { condition: Available }
+sample: { spec: { message: example } }
 webhooks: { validating: true, mutating: true }
 runtime: { path: ../operator-gen/runtime }
 "#;
