@@ -170,3 +170,25 @@ fn every_versioned_profile_override_names_a_locked_package() {
         );
     }
 }
+
+#[test]
+fn the_kube_rs_peer_decodes_into_example_operators_own_types() {
+    let root = workspace_root();
+    let read = |path: &str| {
+        std::fs::read_to_string(root.join(path)).unwrap_or_else(|e| panic!("reading {path}: {e}"))
+    };
+    let ours = read("example-operator/src/types.rs");
+    let peer = read("xtask/bench/peers/kube-rs/src/types.rs");
+    // Both from the first item on: the header and the module's doc differ by design.
+    let body = |text: &str| {
+        let start = text
+            .find("pub use self::v1::*;")
+            .expect("the re-export of v1");
+        text[start..].to_owned()
+    };
+    assert_eq!(
+        body(&peer),
+        body(&ours),
+        "copy example-operator/src/types.rs (from `pub use self::v1::*;` on) into the peer"
+    );
+}

@@ -7,6 +7,8 @@
 //!   (the finalizer patch and the child's server-side apply) with many requests in flight; the
 //!   operator's requests per primary by verb, from its own counter and the API server's; its
 //!   writes on a restart over a converged world; its peak memory per primary and child pair.
+//!   Beside it, the plain kube-rs peer doing the same job (`bench/peers.rs`): converge time,
+//!   peak memory, CPU seconds, writes per primary and on a restart.
 //!   Then the same with `--sharding`, as one replica and as three: converge time and peak
 //!   memory per replica, the sharder's apart (`bench/sharded.rs`; `sharded` runs it alone).
 //! - `lists`: example-operator's peak memory at `--memory-primaries` primaries with each
@@ -48,12 +50,13 @@ use kube::{
 };
 use serde_json::json;
 
-use crate::cluster::{Cluster, OPERATOR_NAMESPACE};
+use crate::cluster::{Cluster, deploy_namespace};
 
 mod allocations;
 mod conversion;
 mod generation;
 mod lists;
+mod peers;
 mod sharded;
 mod webhook;
 
@@ -209,6 +212,11 @@ fn median(mut samples: Vec<Duration>) -> Duration {
 struct Bench {
     admin: Client,
     operator_binary: PathBuf,
+    /// The plain kube-rs peer's binary (`xtask/bench/peers/kube-rs`).
+    peer_binary: PathBuf,
+    /// The namespace example-operator's `deploy/` runs it in: its ServiceAccount's, and its
+    /// Leases'.
+    operator_namespace: String,
     operator_kubeconfig: PathBuf,
     logs: PathBuf,
     /// The API server's pid file, beside the admin's kubeconfig.
@@ -219,7 +227,7 @@ async fn runtime_rows(workspace: &Path, args: &BenchArgs) -> Result<Vec<Row>> {
     let bench = Bench::start(workspace).await?;
     let n = args.primaries;
     let (mut operator_times, mut floor_times, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
-    let mut last = None;
+    let (mut ours, mut peers) = (Vec::new(), Vec::new());
     for round in 0..args.repeat.max(3) {
         let measured = bench
             .operator_round(&format!("bench-op-{round}"), n)
@@ -227,16 +235,23 @@ async fn runtime_rows(workspace: &Path, args: &BenchArgs) -> Result<Vec<Row>> {
         let floor = bench
             .floor_round(&format!("bench-floor-{round}"), n)
             .await?;
+        let peer = bench.peer_round(&format!("bench-peer-{round}"), n).await?;
         eprintln!(
-            "round {round}: operator {:.2?}, floor {:.2?}",
-            measured.converged, floor
+            "round {round}: operator {:.2?}, floor {:.2?}, kube-rs peer {:.2?}",
+            measured.converged, floor, peer.converged
         );
         ratios.push(measured.converged.as_secs_f64() / floor.as_secs_f64());
         operator_times.push(measured.converged);
         floor_times.push(floor);
-        last = Some(measured);
+        ours.push(measured);
+        peers.push(peer);
     }
-    let measured = last.context("at least one round")?;
+    // The rounds whose converge times are the medians, for the rows of one round's figures.
+    ours.sort_by_key(|round| round.converged);
+    peers.sort_by_key(|round| round.converged);
+    let rounds = format!(", median of {}", ours.len());
+    let peer_rows = peers::rows(n, &ours[ours.len() / 2], &peers[peers.len() / 2], &rounds);
+    let measured = ours.swap_remove(ours.len() / 2);
     ratios.sort_by(f64::total_cmp);
     let mut rows = vec![Row {
         figure: format!("converge {n} new PrometheusRules, median of {}", ratios.len()),
@@ -282,6 +297,7 @@ async fn runtime_rows(workspace: &Path, args: &BenchArgs) -> Result<Vec<Row>> {
         ratio: String::new(),
         command: "VmHWM of the operator process".to_owned(),
     });
+    rows.extend(peer_rows);
     // The unsharded round at the sharded rows' size, which they measure sharding against.
     let mut unsharded = None;
     if args.memory_primaries > n {
@@ -309,6 +325,8 @@ async fn runtime_rows(workspace: &Path, args: &BenchArgs) -> Result<Vec<Row>> {
             ratio: String::new(),
             command: format!("(VmHWM at {big} − VmHWM at {n}) / {}", big - n),
         });
+        let peer = bench.peer_round("bench-peer-memory", big).await?;
+        rows.extend(peers::rows(big, &measured, &peer, ""));
         if big == args.sharded_primaries {
             unsharded = Some(measured);
         }
@@ -328,6 +346,8 @@ struct OperatorRound {
     server_requests: BTreeMap<(String, String), u64>,
     restart_writes: u64,
     peak_bytes: u64,
+    /// CPU seconds the operator process used converging.
+    cpu_seconds: f64,
 }
 
 impl Bench {
@@ -343,18 +363,28 @@ impl Bench {
                 "--quiet",
                 "-p",
                 "example-operator",
+                "-p",
+                "kube-rs-peer",
                 "--bin",
                 "example-operator",
+                "--bin",
+                "kube-rs-peer",
             ])
             .current_dir(workspace)
             .status()?;
         if !status.success() {
-            bail!("building example-operator failed");
+            bail!("building example-operator and the kube-rs peer failed");
         }
         let admin = client(&cluster.admin_kubeconfig()).await?;
         let kubectl = cluster.kubectl()?;
         let dir = workspace.join("example-operator");
-        for file in ["deploy/base/crd.yaml", "deploy/base/rbac.yaml"] {
+        // The operator's own namespace first, where its deploy/ has one: its roles go in it.
+        let files = [
+            "deploy/base/namespace.yaml",
+            "deploy/base/crd.yaml",
+            "deploy/base/rbac.yaml",
+        ];
+        for file in files.into_iter().filter(|file| dir.join(file).exists()) {
             let status = Command::new(&kubectl)
                 .env("KUBECONFIG", cluster.admin_kubeconfig())
                 .args(["apply", "--server-side", "--force-conflicts", "-f"])
@@ -379,12 +409,15 @@ impl Bench {
                 .patch(&secret.name_any(), &params, &Patch::Apply(&secret))
                 .await?;
         }
+        let operator_namespace = deploy_namespace(&dir)?;
         let logs = workspace.join("target/bench/runtime");
         fs::create_dir_all(&logs)?;
         Ok(Self {
             operator_kubeconfig: cluster
-                .operator_kubeconfig("example-operator", OPERATOR_NAMESPACE)?,
+                .operator_kubeconfig("example-operator", &operator_namespace)?,
+            operator_namespace,
             operator_binary: workspace.join("target/release/example-operator"),
+            peer_binary: workspace.join("target/release/kube-rs-peer"),
             apiserver_pid: cluster
                 .admin_kubeconfig()
                 .with_file_name("kube-apiserver.pid"),
@@ -464,10 +497,17 @@ impl Bench {
         Ok(())
     }
 
-    /// Waits until `n` children exist in `namespace`, counting them from a watch.
+    /// Waits until `n` of example-operator's children exist in `namespace`, counting them
+    /// from a watch.
     async fn children(&self, namespace: &str, n: usize) -> Result<()> {
+        self.children_of(namespace, n, FIELD_MANAGER).await
+    }
+
+    /// Waits until `n` children that `manager` manages (by the managed-by label) exist in
+    /// `namespace`, counting them from a watch.
+    async fn children_of(&self, namespace: &str, n: usize, manager: &str) -> Result<()> {
         let config_maps: Api<ConfigMap> = Api::namespaced(self.admin.clone(), namespace);
-        let selector = format!("{MANAGED_BY_LABEL}={FIELD_MANAGER}");
+        let selector = format!("{MANAGED_BY_LABEL}={manager}");
         let mut names = std::collections::HashSet::new();
         let mut events = std::pin::pin!(
             watcher(config_maps, watcher::Config::default().labels(&selector)).applied_objects()
@@ -495,15 +535,8 @@ impl Bench {
             self.settle(port).await?;
             let operator_requests = requests(port)?;
             let peak_bytes = peak_rss(&operator)?;
-            let after = self.server_writes().await?;
-            let server_requests = after
-                .into_iter()
-                .map(|(key, count)| {
-                    let was = before.get(&key).copied().unwrap_or(0);
-                    (key, count.saturating_sub(was))
-                })
-                .filter(|(_, count)| *count > 0)
-                .collect();
+            let cpu_seconds = cpu_seconds(&operator)?;
+            let server_requests = difference(&before, &self.server_writes().await?);
             stop(&mut operator);
             let mut restarted = self.start_operator(port, namespace, &[])?;
             self.settle(port).await?;
@@ -521,6 +554,7 @@ impl Bench {
                 server_requests,
                 restart_writes,
                 peak_bytes,
+                cpu_seconds,
             })
         }
         .await;
@@ -581,7 +615,7 @@ impl Bench {
             .env("RUST_LOG", "warn")
             .env("LOG_FORMAT", "json")
             .env("METRICS_ADDR", format!("127.0.0.1:{port}"))
-            .env("POD_NAMESPACE", OPERATOR_NAMESPACE)
+            .env("POD_NAMESPACE", &self.operator_namespace)
             .stdin(Stdio::null())
             .stdout(log.try_clone()?)
             .stderr(log)
@@ -662,7 +696,6 @@ impl Bench {
     }
 }
 
-/// A client for `kubeconfig`.
 /// A client as the user of `kubeconfig`.
 pub(crate) async fn client(kubeconfig: &Path) -> Result<Client> {
     let config = kube::Config::from_custom_kubeconfig(
@@ -701,6 +734,36 @@ fn peak_rss(process: &Child) -> Result<u64> {
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
         .context("no VmHWM")?;
     Ok(kib * 1024)
+}
+
+/// The counts that grew from `before` to `after`, by how much.
+fn difference(
+    before: &BTreeMap<(String, String), u64>,
+    after: &BTreeMap<(String, String), u64>,
+) -> BTreeMap<(String, String), u64> {
+    after
+        .iter()
+        .map(|(key, count)| {
+            let was = before.get(key).copied().unwrap_or(0);
+            (key.clone(), count.saturating_sub(was))
+        })
+        .filter(|(_, count)| *count > 0)
+        .collect()
+}
+
+/// CPU seconds a running process has used, in user and system mode.
+fn cpu_seconds(process: &Child) -> Result<f64> {
+    let stat = fs::read_to_string(format!("/proc/{}/stat", process.id()))?;
+    // The fields after the command's name, which is in parentheses and may hold spaces:
+    // state is the first, utime and stime the 12th and 13th, in clock ticks.
+    let after = stat.rsplit_once(')').context("no command name in stat")?.1;
+    let fields: Vec<&str> = after.split_whitespace().collect();
+    let ticks = |i: usize| -> Result<u64> {
+        let field = fields.get(i).context("a short stat")?;
+        Ok(field.parse()?)
+    };
+    // Linux's USER_HZ, which /proc reports ticks in, is 100 on every architecture it runs on.
+    Ok((ticks(11)? + ticks(12)?) as f64 / 100.0)
 }
 
 /// `operator_api_requests_total` of the operator on `port`, by verb.

@@ -461,7 +461,7 @@ pub fn operator_crates(workspace: &Path) -> Result<Vec<OperatorCrate>> {
 }
 
 /// The namespace of the Deployment in a crate's `deploy/base/deployment.yaml`.
-fn deploy_namespace(dir: &Path) -> Result<String> {
+pub(crate) fn deploy_namespace(dir: &Path) -> Result<String> {
     let path = dir.join("deploy/base/deployment.yaml");
     let text = fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
     let deployment: serde_json::Value =

@@ -17,7 +17,6 @@ use k8s_openapi::api::coordination::v1::Lease;
 use kube::Api;
 
 use super::{Bench, OperatorRound, Row, http_get, peak_rss, stop_gracefully};
-use crate::cluster::OPERATOR_NAMESPACE;
 
 /// The first replica's metrics port; the others follow.
 const PORT: u16 = 19310;
@@ -124,7 +123,7 @@ impl Bench {
                 self.settle(port).await?;
                 measured.push((peak_rss(process)?, cached_primaries(port)?));
             }
-            let leases: Api<Lease> = Api::namespaced(self.admin.clone(), OPERATOR_NAMESPACE);
+            let leases: Api<Lease> = Api::namespaced(self.admin.clone(), &self.operator_namespace);
             let holder = leases
                 .get(example_operator::controller::FIELD_MANAGER)
                 .await?
@@ -164,7 +163,7 @@ impl Bench {
                 "WEBHOOK_ADDR",
                 format!("127.0.0.1:{}", WEBHOOK_PORT + index as u16),
             )
-            .env("POD_NAMESPACE", OPERATOR_NAMESPACE)
+            .env("POD_NAMESPACE", &self.operator_namespace)
             .env("POD_NAME", &name)
             .env("LEADER_ELECTION", "true")
             .env("SHARDING", "true")
