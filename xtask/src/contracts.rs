@@ -6,7 +6,9 @@
 //! - every request a reconcile makes through the runtime (the finalizer, the owned child's
 //!   apply, the status, the Event) is one the generated role grants;
 //! - `deploy/local/` and `crdgen --webhook-url` send the API server to the port an operator run
-//!   with `cargo run` serves its webhooks on.
+//!   with `cargo run` serves its webhooks on;
+//! - every flag OPERATOR.md's table of settings lists is one the runtime takes, with that
+//!   variable and default, and the table lists every flag of the runtime's groups.
 
 #[cfg(test)]
 mod tests {
@@ -225,5 +227,44 @@ mod tests {
             LOCAL_WEBHOOK_BASE,
             format!("https://127.0.0.1:{LOCAL_WEBHOOK_PORT}")
         );
+    }
+
+    #[test]
+    fn every_flag_the_generated_docs_list_is_the_runtimes_with_its_variable_and_default() {
+        use clap::Args as _;
+        use operator_gen_runtime::settings::{Common, Conversion, Sharding, Webhooks};
+
+        let command = clap::Command::new("operator");
+        let mut command = Sharding::augment_args(Conversion::augment_args(Webhooks::augment_args(
+            Common::augment_args(command),
+        )));
+        // Built, a flag has the defaults clap gives it (`false` for a switch) and `--help`.
+        command.build();
+        let rows = operator_gen::model::flags::every_row();
+        for row in &rows {
+            let long = row.flag.0.trim_start_matches("--");
+            let arg = command
+                .get_arguments()
+                .find(|arg| arg.get_long() == Some(long))
+                .unwrap_or_else(|| panic!("the runtime takes no {}", row.flag.0));
+            let variable = arg.get_env().and_then(|env| env.to_str());
+            assert_eq!(variable, Some(row.variable.0), "{}", row.flag.0);
+            // The docs write a default as `code`, with a gloss after it, or as a word.
+            let documented = match row.default.0 {
+                "off" => Some("false"),
+                "none" => None,
+                text => Some(text.split('`').nth(1).unwrap_or(text)),
+            };
+            let default = arg.get_default_values().first().and_then(|v| v.to_str());
+            assert_eq!(default, documented, "{}", row.flag.0);
+        }
+        // And the other way: the docs list every flag the runtime's groups take.
+        let flags = command.get_arguments().filter_map(|arg| arg.get_long());
+        for arg in flags.filter(|long| *long != "help") {
+            assert!(
+                rows.iter().any(|row| row.flag.0 == format!("--{arg}")),
+                "OPERATOR.md's table lacks --{arg}"
+            );
+        }
     }
 }

@@ -1,7 +1,9 @@
-//! The operator's own flags beyond the ones every operator takes: one group per feature it
-//! was generated with, each a struct of the runtime's `settings` flattened into the crate's
-//! `Settings`. `settings.rs` declares, imports and defaults them, and README's table of
-//! settings lists their flags, each in one loop, so a group is added in one place.
+//! The operator's flags, as the runtime's `clap` definitions name them: those every operator
+//! takes ([`common`]), and its own beyond them, one group per feature it was generated with,
+//! each a struct of the runtime's `settings` flattened into the crate's `Settings`.
+//! `settings.rs` declares, imports and defaults the groups, and OPERATOR.md's table of
+//! settings lists every flag, each in one loop, so a flag is added in one place. xtask's
+//! `contracts` holds [`every_row`] to the runtime's definitions.
 
 use serde::Serialize;
 
@@ -17,7 +19,7 @@ pub struct FlagGroup {
     pub ty: Constant,
     /// What the group sets, for the field's docs.
     pub doc: Constant,
-    /// Its flags, as README's table of settings lists them.
+    /// Its flags, as OPERATOR.md's table of settings lists them.
     pub rows: Vec<FlagRow>,
 }
 
@@ -30,7 +32,7 @@ pub struct FlagRow {
     pub effect: Constant,
 }
 
-/// A row of README's table: `--flag`, `VARIABLE`, its default and what it does.
+/// A row of OPERATOR.md's table: `--flag`, `VARIABLE`, its default and what it does.
 fn row(
     flag: &'static str,
     variable: &'static str,
@@ -43,6 +45,99 @@ fn row(
         default: Constant(default),
         effect: Constant(effect),
     }
+}
+
+/// The flags every operator takes, the runtime's `settings::Common`, as the table of
+/// settings lists them after `RUST_LOG`.
+pub fn common() -> Vec<FlagRow> {
+    vec![
+        row(
+            "--log-format",
+            "LOG_FORMAT",
+            "`pretty`",
+            "`json` for one JSON object per line",
+        ),
+        row(
+            "--metrics-addr",
+            "METRICS_ADDR",
+            "`0.0.0.0:8080`",
+            "`/metrics`, `/healthz`, `/readyz`",
+        ),
+        row(
+            "--leader-election",
+            "LEADER_ELECTION",
+            "off",
+            "`true` to take a Lease before reconciling (`true` or `false` only)",
+        ),
+        row(
+            "--pod-name",
+            "POD_NAME",
+            "none",
+            "this replica's name in the Lease and in Events",
+        ),
+        row(
+            "--lease-seconds",
+            "LEASE_SECONDS",
+            "15",
+            "how long a leader holds the Lease without renewing it: how long the operator may \
+             go without a leader when one dies; renewed a third of it (at least 2 s) before it \
+             would expire",
+        ),
+        row(
+            "--initial-list",
+            "INITIAL_LIST",
+            "`streaming`",
+            "how every watch lists what exists when it starts: `streaming` (one object at a \
+             time, the lower peak) or `paged` (500 a page); a server that refuses streaming \
+             lists (Kubernetes 1.33 by default) is listed in pages anyway",
+        ),
+    ]
+}
+
+/// The flags of the runtime's `settings::Webhooks`.
+fn webhook_rows() -> Vec<FlagRow> {
+    vec![
+        row(
+            "--webhook-addr",
+            "WEBHOOK_ADDR",
+            "`0.0.0.0:8443`",
+            "the webhooks, over HTTPS",
+        ),
+        row(
+            "--webhook-certs",
+            "WEBHOOK_CERTS",
+            "`self-managed`",
+            "`cert-manager` when cert-manager issues the certificate",
+        ),
+    ]
+}
+
+/// The flags of the runtime's `settings::Conversion`.
+fn conversion_rows() -> Vec<FlagRow> {
+    vec![row(
+        "--conversion-max-bytes",
+        "CONVERSION_MAX_BYTES",
+        "`33554432` (32 MiB)",
+        "the largest ConversionReview read: a list read in an older version is one review; two \
+         are converted at once",
+    )]
+}
+
+/// The flags of the runtime's `settings::Sharding`.
+fn sharding_rows() -> Vec<FlagRow> {
+    vec![row(
+        "--sharding",
+        "SHARDING",
+        "off",
+        "`true` to split the primaries between the replicas, each named by `--pod-name` (see \
+         Sharding above)",
+    )]
+}
+
+/// Every flag the table of settings can list, the common ones and every group's: what a test
+/// holds to the runtime's `clap` definitions (xtask's `contracts`).
+pub fn every_row() -> Vec<FlagRow> {
+    [common(), webhook_rows(), conversion_rows(), sharding_rows()].concat()
 }
 
 /// The groups of an operator with `webhooks`, sharded or not, in the order `Settings` holds
@@ -60,20 +155,7 @@ pub(super) fn groups(webhooks: Option<&Webhooks>, sharding: bool) -> Vec<FlagGro
                 "webhooks",
                 "Webhooks",
                 "Where the webhooks are served, and who issues their certificate.",
-                vec![
-                    row(
-                        "--webhook-addr",
-                        "WEBHOOK_ADDR",
-                        "`0.0.0.0:8443`",
-                        "the webhooks, over HTTPS",
-                    ),
-                    row(
-                        "--webhook-certs",
-                        "WEBHOOK_CERTS",
-                        "`self-managed`",
-                        "`cert-manager` when cert-manager issues the certificate",
-                    ),
-                ],
+                webhook_rows(),
             )
         }),
         webhooks.and_then(|w| w.conversion.as_ref()).map(|_| {
@@ -81,13 +163,7 @@ pub(super) fn groups(webhooks: Option<&Webhooks>, sharding: bool) -> Vec<FlagGro
                 "conversion",
                 "Conversion",
                 "The largest ConversionReview the conversion webhook reads.",
-                vec![row(
-                    "--conversion-max-bytes",
-                    "CONVERSION_MAX_BYTES",
-                    "`33554432` (32 MiB)",
-                    "the largest ConversionReview read: a list read in an older version is one \
-                     review; two are converted at once",
-                )],
+                conversion_rows(),
             )
         }),
         sharding.then(|| {
@@ -95,13 +171,7 @@ pub(super) fn groups(webhooks: Option<&Webhooks>, sharding: bool) -> Vec<FlagGro
                 "sharding",
                 "Sharding",
                 "Whether the replicas split the primaries between them.",
-                vec![row(
-                    "--sharding",
-                    "SHARDING",
-                    "off",
-                    "`true` to split the primaries between the replicas, each named by \
-                     `--pod-name` (see Sharding above)",
-                )],
+                sharding_rows(),
             )
         }),
     ]

@@ -15,7 +15,7 @@
 //! CRD came from) is beside the model, in [`Analysis`].
 
 mod dependencies;
-mod flags;
+pub mod flags;
 mod modules;
 mod monitoring;
 mod policy;
@@ -30,7 +30,7 @@ use serde::Serialize;
 
 pub use self::{
     dependencies::Dependency,
-    flags::FlagGroup,
+    flags::{FlagGroup, FlagRow},
     modules::Module,
     monitoring::{Alert, Monitoring, runtime_series},
     policy::Requeue,
@@ -103,6 +103,8 @@ pub struct Operator {
     /// The webhooks the operator serves: admission webhooks when the manifest asks for any,
     /// and the conversion webhook of a derived resource served in several versions.
     pub webhooks: Option<Webhooks>,
+    /// The flags every operator takes, from the runtime's `settings::Common`.
+    pub common_flags: Vec<FlagRow>,
     /// `Settings`' flags beyond the common ones, a group per feature.
     pub flags: Vec<FlagGroup>,
     pub types: Types,
@@ -348,6 +350,7 @@ pub fn analyze(
             external: resolved.external,
             imports: resolved.imports,
         },
+        common_flags: flags::common(),
         flags: flags::groups(webhooks.as_ref(), controller.sharding),
         controller,
         tests,
