@@ -301,6 +301,21 @@ pub fn stored<K: Resource>(mut object: K) -> K {
     object
 }
 
+/// An object of kind `K` named `sample`, in `default` when `K` is namespaced, as a
+/// metadata-only watch delivers it once the API server stored it: a generic operator's
+/// primary, for its shipped tests.
+pub fn stored_metadata<K>() -> kube::api::PartialObjectMeta<K>
+where
+    K: Resource<DynamicType = (), Scope: crate::run::WatchScope> + Default,
+{
+    let mut object = kube::api::PartialObjectMeta::<K>::default();
+    object.metadata.name = Some("sample".to_owned());
+    if <K::Scope as crate::run::WatchScope>::NAMESPACED {
+        object.metadata.namespace = Some("default".to_owned());
+    }
+    stored(object)
+}
+
 /// Asserts that `object` reads back through its own type as it was written: nothing the type
 /// serializes is lost or changed on the way.
 pub fn assert_round_trips<K: Serialize + serde::de::DeserializeOwned>(object: &K) {

@@ -758,18 +758,12 @@ impl Suite {
             .find(|w| w.cache && label_key(w).is_some())
             .map(|w| w.kind.clone())
             .context("no cached watch is mapped by label")?;
-        let series = format!("operator_cache_objects{{kind=\"watched {kind}\"}} ");
-        let cached = |e2e: &Self| -> Result<u64> {
-            let text = e2e.http_get("main", "/metrics")?;
-            text.lines()
-                .find_map(|line| line.strip_prefix(series.as_str()))
-                .and_then(|n| n.trim().parse().ok())
-                .with_context(|| format!("no {series}in the metrics"))
-        };
+        let series = format!("operator_cache_objects{{kind=\"watched {kind}\"}}");
+        let cached = |e2e: &Self| e2e.gauge("main", &series);
         let before = cached(self)?;
         self.apply_watched("cached", |w| w.cache)?;
         self.eventually("the cache to hold the new object", || {
-            Ok(cached(self)? == before + 1)
+            Ok(cached(self)? == before + 1.0)
         })?;
         let namespace = self.namespace.clone();
         let resource = kind.to_lowercase();
@@ -1409,11 +1403,7 @@ impl Suite {
 
     /// `operator_reconciles_total` of a running replica, from its metrics endpoint.
     fn reconciles(&self, replica: &str) -> Result<u64> {
-        let text = self.http_get(replica, "/metrics")?;
-        text.lines()
-            .find_map(|line| line.strip_prefix("operator_reconciles_total "))
-            .and_then(|n| n.trim().parse().ok())
-            .context("no operator_reconciles_total in the metrics")
+        Ok(self.gauge(replica, "operator_reconciles_total")? as u64)
     }
 
     /// The metrics port of a running replica.

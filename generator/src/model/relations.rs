@@ -221,11 +221,11 @@ pub(super) fn resolve(
             ));
         }
         let watch = watch(&field, kind, &watched.map, bad)?;
-        if watched.cache {
-            watches.push(cached(&field, watch, bad)?);
+        watches.push(if watched.cache {
+            cached(&field, watch, bad)?
         } else {
-            watches.push(watch);
-        }
+            watch
+        });
     }
     let external = external(manifest, bad)?;
     distinct_watch_idents(&owns, &mut watches);
