@@ -7,14 +7,18 @@
 //!   (the finalizer patch and the child's server-side apply) with many requests in flight; the
 //!   operator's requests per primary by verb, from its own counter and the API server's; its
 //!   writes on a restart over a converged world; its peak memory per primary and child pair.
-//!   Beside it, the plain kube-rs peer doing the same job (`bench/peers.rs`): converge time,
-//!   peak memory, CPU seconds, writes per primary and on a restart.
+//!   Beside it, the peers doing the same job (`bench/peers.rs`): a plain kube-rs controller
+//!   and kubebuilder's controller-runtime one, with its default caches and with label-selected
+//!   ones: converge time, peak memory, CPU seconds, writes per primary and on a restart, in
+//!   ratio rows and in one side-by-side table.
 //!   Then the same with `--sharding`, as one replica and as three: converge time and peak
 //!   memory per replica, the sharder's apart (`bench/sharded.rs`; `sharded` runs it alone).
 //! - `lists`: example-operator's peak memory at `--memory-primaries` primaries with each
 //!   initial list (`--initial-list`): a streaming list against paged lists, and paged lists
 //!   from the API server's watch cache against the most recent; what the API server
 //!   allocated meanwhile and its own peak beside it (`bench/lists.rs`).
+//! - `build`: what building the same job costs, a generated crate against the plain kube-rs
+//!   peer and controller-runtime's `go build` (`bench/build.rs`).
 //! - `webhook`: example-operator's admission webhook answering a review in process, against
 //!   decoding the review and encoding an answer (`bench/webhook.rs`).
 //! - `conversion`: backup-controller's conversion webhook converting a page of objects in
@@ -53,6 +57,7 @@ use serde_json::json;
 use crate::cluster::{Cluster, deploy_namespace};
 
 mod allocations;
+mod build;
 mod conversion;
 mod generation;
 mod lists;
@@ -112,6 +117,12 @@ enum What {
     /// example-operator's heap under dhat, converging 10,000 primaries on a mock API server,
     /// against the checked-in baseline (CI runs this one; `--bless` updates the baseline).
     Allocations,
+    /// What building the job costs: a generated crate against the plain kube-rs peer, cold
+    /// and after a one-line edit, debug and release, with controller-runtime's `go build`.
+    Build,
+    /// Vets and builds the Go peer of `runtime` without running it (CI runs this, so that it
+    /// cannot rot; the kube-rs peer is a workspace member, built by the tests).
+    BuildPeers,
 }
 
 /// One row of the table.
@@ -157,8 +168,11 @@ pub fn run(args: BenchArgs) -> Result<std::process::ExitCode> {
     if all || args.what == Some(What::Gen) {
         rows.extend(generation::rows(&workspace, args.runs.max(5))?);
     }
+    let mut side_by_side = None;
     if all || args.what == Some(What::Runtime) {
-        rows.extend(runtime.block_on(runtime_rows(&workspace, &args))?);
+        let (runtime_rows, table) = runtime.block_on(runtime_rows(&workspace, &args))?;
+        rows.extend(runtime_rows);
+        side_by_side = Some(table);
     }
     if all || args.what == Some(What::Lists) {
         rows.extend(runtime.block_on(async {
@@ -179,6 +193,15 @@ pub fn run(args: BenchArgs) -> Result<std::process::ExitCode> {
         rows.extend(runtime.block_on(conversion::rows(args.conversions.max(1)))?);
         rows.extend(conversion::memory_rows(&workspace)?);
     }
+    if args.what == Some(What::BuildPeers) {
+        let built = peers::build_controller_runtime(&workspace, true)?;
+        eprintln!("built {}", built.display());
+        return Ok(std::process::ExitCode::SUCCESS);
+    }
+    let mut build_cost = None;
+    if args.what == Some(What::Build) {
+        build_cost = Some(build::table(&workspace)?);
+    }
     let mut over = Vec::new();
     if all || args.what == Some(What::Allocations) {
         let (allocation_rows, failures) = allocations::rows(&workspace, args.bless)?;
@@ -192,6 +215,12 @@ pub fn run(args: BenchArgs) -> Result<std::process::ExitCode> {
             "| {} | {} | {} | {} | {} |",
             row.figure, row.ours, row.floor, row.ratio, row.command
         );
+    }
+    if let Some(table) = build_cost {
+        println!("\nWhat building the same job costs:\n\n{table}");
+    }
+    if let Some(table) = side_by_side {
+        println!("\nexample-operator beside its peers, doing the same job:\n\n{table}");
     }
     for failure in &over {
         eprintln!("error: {failure}");
@@ -212,8 +241,8 @@ fn median(mut samples: Vec<Duration>) -> Duration {
 struct Bench {
     admin: Client,
     operator_binary: PathBuf,
-    /// The plain kube-rs peer's binary (`xtask/bench/peers/kube-rs`).
-    peer_binary: PathBuf,
+    /// The peers' binaries (`xtask/bench/peers/`).
+    peers: peers::PeerBinaries,
     /// The namespace example-operator's `deploy/` runs it in: its ServiceAccount's, and its
     /// Leases'.
     operator_namespace: String,
@@ -223,11 +252,16 @@ struct Bench {
     apiserver_pid: PathBuf,
 }
 
-async fn runtime_rows(workspace: &Path, args: &BenchArgs) -> Result<Vec<Row>> {
+/// The runtime rows, and the side-by-side table of example-operator, its peers and the floor.
+async fn runtime_rows(workspace: &Path, args: &BenchArgs) -> Result<(Vec<Row>, String)> {
     let bench = Bench::start(workspace).await?;
     let n = args.primaries;
     let (mut operator_times, mut floor_times, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
-    let (mut ours, mut peers) = (Vec::new(), Vec::new());
+    let mut ours = Vec::new();
+    let mut peer_rounds: Vec<(peers::Peer, Vec<peers::PeerRound>)> = peers::Peer::ALL
+        .iter()
+        .map(|&peer| (peer, Vec::new()))
+        .collect();
     for round in 0..args.repeat.max(3) {
         let measured = bench
             .operator_round(&format!("bench-op-{round}"), n)
@@ -235,28 +269,38 @@ async fn runtime_rows(workspace: &Path, args: &BenchArgs) -> Result<Vec<Row>> {
         let floor = bench
             .floor_round(&format!("bench-floor-{round}"), n)
             .await?;
-        let peer = bench.peer_round(&format!("bench-peer-{round}"), n).await?;
-        eprintln!(
-            "round {round}: operator {:.2?}, floor {:.2?}, kube-rs peer {:.2?}",
-            measured.converged, floor, peer.converged
+        let mut line = format!(
+            "round {round}: operator {:.2?}, floor {:.2?}",
+            measured.converged, floor
         );
+        for (peer, rounds) in &mut peer_rounds {
+            let measured = bench.peer_round(*peer, &round.to_string(), n).await?;
+            line += &format!(", {} {:.2?}", peer.name(), measured.converged);
+            rounds.push(measured);
+        }
+        eprintln!("{line}");
         ratios.push(measured.converged.as_secs_f64() / floor.as_secs_f64());
         operator_times.push(measured.converged);
         floor_times.push(floor);
         ours.push(measured);
-        peers.push(peer);
     }
     // The rounds whose converge times are the medians, for the rows of one round's figures.
     ours.sort_by_key(|round| round.converged);
-    peers.sort_by_key(|round| round.converged);
+    let medians: Vec<(peers::Peer, peers::PeerRound)> = peer_rounds
+        .into_iter()
+        .map(|(peer, mut rounds)| {
+            rounds.sort_by_key(|round| round.converged);
+            (peer, rounds.swap_remove(rounds.len() / 2))
+        })
+        .collect();
     let rounds = format!(", median of {}", ours.len());
-    let peer_rows = peers::rows(n, &ours[ours.len() / 2], &peers[peers.len() / 2], &rounds);
     let measured = ours.swap_remove(ours.len() / 2);
+    let floor_median = median(floor_times);
     ratios.sort_by(f64::total_cmp);
     let mut rows = vec![Row {
         figure: format!("converge {n} new PrometheusRules, median of {}", ratios.len()),
         ours: format!("{:.2} s", median(operator_times).as_secs_f64()),
-        floor: format!("{:.2} s", median(floor_times).as_secs_f64()),
+        floor: format!("{:.2} s", floor_median.as_secs_f64()),
         ratio: format!("{:.2}× (median of the rounds' ratios)", ratios[ratios.len() / 2]),
         command: "`cargo xtask bench runtime`: operator from process start to the last owned ConfigMap; floor: the finalizer patch and the child's apply from 64 requests in flight".to_owned(),
     }];
@@ -297,9 +341,19 @@ async fn runtime_rows(workspace: &Path, args: &BenchArgs) -> Result<Vec<Row>> {
         ratio: String::new(),
         command: "VmHWM of the operator process".to_owned(),
     });
-    rows.extend(peer_rows);
+    for (peer, round) in &medians {
+        rows.extend(peers::rows(n, &measured, (*peer, round), &rounds));
+    }
+    let mut sizes = vec![peers::Size {
+        n,
+        ours: &measured,
+        floor: floor_median,
+        peers: medians.iter().map(|(peer, round)| (*peer, round)).collect(),
+        rounds,
+    }];
     // The unsharded round at the sharded rows' size, which they measure sharding against.
     let mut unsharded = None;
+    let big_rounds;
     if args.memory_primaries > n {
         let big = args.memory_primaries;
         let measured = bench.operator_round("bench-memory", big).await?;
@@ -325,16 +379,36 @@ async fn runtime_rows(workspace: &Path, args: &BenchArgs) -> Result<Vec<Row>> {
             ratio: String::new(),
             command: format!("(VmHWM at {big} − VmHWM at {n}) / {}", big - n),
         });
-        let peer = bench.peer_round("bench-peer-memory", big).await?;
-        rows.extend(peers::rows(big, &measured, &peer, ""));
-        if big == args.sharded_primaries {
+        let mut measured_peers = Vec::new();
+        for peer in peers::Peer::ALL {
+            let round = bench.peer_round(peer, "memory", big).await?;
+            rows.extend(peers::rows(big, &measured, (peer, &round), ""));
+            measured_peers.push((peer, round));
+        }
+        big_rounds = Some((big, measured, floor, measured_peers));
+    } else {
+        big_rounds = None;
+    }
+    if let Some((big, measured, floor, measured_peers)) = &big_rounds {
+        sizes.push(peers::Size {
+            n: *big,
+            ours: measured,
+            floor: *floor,
+            peers: measured_peers
+                .iter()
+                .map(|(peer, round)| (*peer, round))
+                .collect(),
+            rounds: String::new(),
+        });
+        if *big == args.sharded_primaries {
             unsharded = Some(measured);
         }
     }
+    let table = peers::side_by_side(&sizes);
     if args.sharded_primaries > 0 {
-        rows.extend(sharded::rows(&bench, args.sharded_primaries, unsharded.as_ref()).await?);
+        rows.extend(sharded::rows(&bench, args.sharded_primaries, unsharded).await?);
     }
-    Ok(rows)
+    Ok((rows, table))
 }
 
 /// What one operator round measured.
@@ -417,7 +491,7 @@ impl Bench {
                 .operator_kubeconfig("example-operator", &operator_namespace)?,
             operator_namespace,
             operator_binary: workspace.join("target/release/example-operator"),
-            peer_binary: workspace.join("target/release/kube-rs-peer"),
+            peers: peers::PeerBinaries::build(workspace)?,
             apiserver_pid: cluster
                 .admin_kubeconfig()
                 .with_file_name("kube-apiserver.pid"),

@@ -27,8 +27,8 @@ use clap::{Args, Subcommand};
 
 mod binaries;
 
-pub use binaries::machine_cache;
 use binaries::{Component, NEWEST_KUBERNETES};
+pub use binaries::{go_command, machine_cache};
 
 const ETCD_PORT: u16 = 23790;
 const ETCD_PEER_PORT: u16 = 23800;

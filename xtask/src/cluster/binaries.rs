@@ -30,6 +30,24 @@ pub fn machine_cache() -> PathBuf {
         .map_or_else(|| PathBuf::from("/var/cache/operator-gen"), PathBuf::from)
 }
 
+/// `go` in `dir` with the environment `build.sh` builds the control plane with: Go's module
+/// and build caches in the machine's cache (so one download and one compile of client-go serve
+/// both), the pinned `go.sum` read-only, the machine's toolchain, no cgo. For the other Go
+/// programs the project builds, such as the bench's controller-runtime peer.
+pub fn go_command(dir: &Path) -> Command {
+    let cache = machine_cache().join("go");
+    let mut go = Command::new("go");
+    go.current_dir(dir)
+        .env("GOMODCACHE", cache.join("mod"))
+        .env("GOCACHE", cache.join("build"))
+        .env("GOFLAGS", "-mod=readonly")
+        .env("CGO_ENABLED", "0");
+    if std::env::var_os("GOTOOLCHAIN").is_none() {
+        go.env("GOTOOLCHAIN", "local");
+    }
+    go
+}
+
 /// One pinned component of the control plane at one version, and where its build is cached.
 #[derive(Debug)]
 pub struct Component {
