@@ -353,8 +353,7 @@ async fn runtime_rows(workspace: &Path, args: &BenchArgs) -> Result<(Vec<Row>, S
     }];
     // The unsharded round at the sharded rows' size, which they measure sharding against.
     let mut unsharded = None;
-    let big_rounds;
-    if args.memory_primaries > n {
+    let big_rounds = if args.memory_primaries > n {
         let big = args.memory_primaries;
         let measured = bench.operator_round("bench-memory", big).await?;
         let floor = bench.floor_round("bench-memory-floor", big).await?;
@@ -385,10 +384,10 @@ async fn runtime_rows(workspace: &Path, args: &BenchArgs) -> Result<(Vec<Row>, S
             rows.extend(peers::rows(big, &measured, (peer, &round), ""));
             measured_peers.push((peer, round));
         }
-        big_rounds = Some((big, measured, floor, measured_peers));
+        Some((big, measured, floor, measured_peers))
     } else {
-        big_rounds = None;
-    }
+        None
+    };
     if let Some((big, measured, floor, measured_peers)) = &big_rounds {
         sizes.push(peers::Size {
             n: *big,

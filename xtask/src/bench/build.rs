@@ -5,7 +5,9 @@
 //! - a crate `operator-gen new` generates for the PrometheusRule CRD, owning a ConfigMap, with
 //!   the job's reconcile (`xtask/bench/build/reconcile.rs`) over the skeleton's;
 //! - the plain kube-rs peer (`xtask/bench/peers/kube-rs`), with the workspace's `Cargo.lock`;
-//! - the controller-runtime peer (`xtask/bench/peers/controller-runtime`), with `go build`.
+//! - the controller-runtime peer (`xtask/bench/peers/controller-runtime`), with `go build` in
+//!   the environment of `cluster::go_command` (`CGO_ENABLED=0`, as kubebuilder's Dockerfile
+//!   builds it, and its `go.sum` read-only).
 //!
 //! For each: `cargo build` and `cargo build --release` from an empty target directory, the
 //! same after a one-line edit of the reconcile (the median of three edits), the crates in the

@@ -66,17 +66,12 @@ impl Peer {
 
     /// Its arguments: logs at info (the scaffold's default is debug; kube-rs's are at warn),
     /// no probe port, and the cache.
-    fn args(self) -> &'static [&'static str] {
-        const GO: &[&str] = &["--zap-log-level=info", "--health-probe-bind-address=0"];
-        const GO_SELECTED: &[&str] = &[
-            "--zap-log-level=info",
-            "--health-probe-bind-address=0",
-            "--label-selected-cache",
-        ];
+    fn args(self) -> Vec<&'static str> {
+        let go = vec!["--zap-log-level=info", "--health-probe-bind-address=0"];
         match self {
-            Self::KubeRs => &[],
-            Self::ControllerRuntime => GO,
-            Self::ControllerRuntimeSelected => GO_SELECTED,
+            Self::KubeRs => Vec::new(),
+            Self::ControllerRuntime => go,
+            Self::ControllerRuntimeSelected => [go, vec!["--label-selected-cache"]].concat(),
         }
     }
 }
@@ -88,8 +83,8 @@ pub(super) struct PeerBinaries {
 }
 
 impl PeerBinaries {
-    /// Builds both peers for a bench run: the kube-rs peer is built with example-operator
-    /// (one cargo invocation), so only its path is taken here.
+    /// The peers' binaries for a bench run, the Go peer built here: the kube-rs peer is built
+    /// with example-operator, in the same cargo invocation (`Bench::start`).
     pub(super) fn build(workspace: &Path) -> Result<Self> {
         Ok(Self {
             kube_rs: workspace.join("target/release/kube-rs-peer"),
@@ -106,7 +101,7 @@ impl PeerBinaries {
 }
 
 /// The controller-runtime peer's folder.
-fn controller_runtime_dir(workspace: &Path) -> PathBuf {
+pub(super) fn controller_runtime_dir(workspace: &Path) -> PathBuf {
     workspace.join("xtask/bench/peers/controller-runtime")
 }
 
@@ -481,7 +476,7 @@ mod tests {
         )));
         for peer in [Peer::ControllerRuntime, Peer::ControllerRuntimeSelected] {
             assert!(go_controller.contains(&format!("Manager = \"{}\"", peer.manager())));
-            for flag in peer.args() {
+            for flag in &peer.args() {
                 let name = flag
                     .trim_start_matches("--")
                     .split('=')
