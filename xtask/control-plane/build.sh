@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds one component of the control plane from its pinned Go module into "$3":
 # `build.sh kubernetes 1.37.2 <dir>` gives kube-apiserver, kube-controller-manager and kubectl,
-# `build.sh etcd 3.6.16 <dir>` gives etcd. The module is `modules/<component>-<version>/`
+# `build.sh etcd 3.6.16 <dir>` gives etcd, `build.sh helm 3.22.0 <dir>` gives helm. The module is `modules/<component>-<version>/`
 # beside this script (see pin.sh); its go.sum fixes every module that goes in, and
 # `-mod=readonly` refuses a build that would change it.
 #
@@ -15,7 +15,7 @@
 # Needs `go` (1.26 or newer) and the Go module proxy; nothing else, and not root.
 set -euo pipefail
 
-usage="usage: build.sh kubernetes|etcd <version> <output dir> <go cache dir>"
+usage="usage: build.sh kubernetes|etcd|helm <version> <output dir> <go cache dir>"
 component=${1:?$usage}
 version=${2:?$usage}
 out=${3:?$usage}
@@ -77,8 +77,24 @@ kubernetes)
 etcd)
   build etcd go.etcd.io/etcd/server/v3 -ldflags "-s -w"
   ;;
+helm)
+  # What helm's Makefile stamps into a release: its version, and the Kubernetes version its
+  # client-go is for, which `helm template` and `helm lint` assume when no cluster is asked
+  # (unstamped, that is 1.20, and a chart's `kubeVersion: >= 1.33` would fail there).
+  major=${version%%.*}
+  client_go=$(go list -m -f '{{.Version}}' k8s.io/client-go)
+  client_go_minor=${client_go#v0.}
+  client_go_minor=${client_go_minor%%.*}
+  ldflags="-s -w -X helm.sh/helm/v$major/internal/version.version=v$version"
+  ldflags+=" -X helm.sh/helm/v$major/internal/version.metadata= -X helm.sh/helm/v$major/internal/version.gitTreeState=clean"
+  for package in pkg/lint/rules pkg/chartutil; do
+    ldflags+=" -X helm.sh/helm/v$major/$package.k8sVersionMajor=1"
+    ldflags+=" -X helm.sh/helm/v$major/$package.k8sVersionMinor=$client_go_minor"
+  done
+  build helm "helm.sh/helm/v$major/cmd/helm" -ldflags "$ldflags"
+  ;;
 *)
-  fail "unknown component '$component' (kubernetes or etcd)"
+  fail "unknown component '$component' (kubernetes, etcd or helm)"
   ;;
 esac
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Writes the Go module that pins one component of the control plane: `pin.sh kubernetes
-# 1.37.2` or `pin.sh etcd 3.6.16` creates `modules/<component>-<version>/` with a go.mod and a
+# Writes the Go module that pins one component of the control plane, or a tool beside it:
+# `pin.sh kubernetes 1.37.2`, `pin.sh etcd 3.6.16` or `pin.sh helm 3.22.0` creates `modules/<component>-<version>/` with a go.mod and a
 # go.sum, to be checked in. `build.sh` builds only from such a folder, with the module graph
 # that go.sum fixes, so the binaries change only when a reviewed diff changes it.
 #
@@ -9,13 +9,14 @@
 # (`k8s.io/api => ./staging/src/k8s.io/api`, `go.etcd.io/etcd/api/v3 => ../api`), and a
 # dependency's replaces are ignored. This module requires the component and replaces each of
 # those siblings with its published release of the same version: the staging modules of
-# Kubernetes 1.X.Y are published as v0.X.Y, etcd's as the same v3.X.Y.
+# Kubernetes 1.X.Y are published as v0.X.Y, etcd's as the same v3.X.Y. Helm's go.mod replaces
+# nothing, so its module only requires it: the point is the go.sum.
 #
 # Needs the Go module proxy; run it by hand when moving to a new version, never from CI.
 set -euo pipefail
 
-component=${1:?usage: pin.sh kubernetes|etcd <version>}
-version=${2:?usage: pin.sh kubernetes|etcd <version>}
+component=${1:?usage: pin.sh kubernetes|etcd|helm <version>}
+version=${2:?usage: pin.sh kubernetes|etcd|helm <version>}
 version=${version#v}
 here=$(cd "$(dirname "$0")" && pwd)
 
@@ -32,8 +33,13 @@ etcd)
   sibling_version=v$version
   tools=(go.etcd.io/etcd/server/v3)
   ;;
+helm)
+  module=helm.sh/helm/v${version%%.*}
+  sibling_version=
+  tools=("$module/cmd/helm")
+  ;;
 *)
-  echo "pin.sh: unknown component '$component' (kubernetes or etcd)" >&2
+  echo "pin.sh: unknown component '$component' (kubernetes, etcd or helm)" >&2
   exit 2
   ;;
 esac
@@ -57,12 +63,14 @@ siblings=$(awk '$2 == "=>" && $3 ~ /^\.\.?\// { print $1 }' "$upstream_mod" | so
   echo "$go_line"
   echo
   echo "require $module v$version"
-  echo
-  echo "replace ("
-  for sibling in $siblings; do
-    echo "	$sibling => $sibling $sibling_version"
-  done
-  echo ")"
+  if [ -n "$siblings" ]; then
+    echo
+    echo "replace ("
+    for sibling in $siblings; do
+      echo "	$sibling => $sibling $sibling_version"
+    done
+    echo ")"
+  fi
 } > "$work/go.mod"
 
 cd "$work"

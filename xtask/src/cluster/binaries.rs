@@ -1,5 +1,5 @@
 //! The control plane's binaries: etcd, kube-apiserver, kube-controller-manager and kubectl,
-//! built from Go modules pinned in `xtask/control-plane/modules/` by
+//! and helm beside them, built from Go modules pinned in `xtask/control-plane/modules/` by
 //! `xtask/control-plane/build.sh`, once per machine, into its cache.
 //!
 //! A cached build is named after its component, its version and a hash of what went into it
@@ -22,6 +22,9 @@ use sha2::Digest as _;
 pub const NEWEST_KUBERNETES: &str = "1.37.2";
 /// The etcd every Kubernetes version here runs on: 3.6 is supported from 1.33 on.
 pub const ETCD: &str = "3.6.16";
+/// The helm generated charts are linted, rendered and installed with: Helm 3, which most users
+/// run (README's "Installing with Helm" says why not 4).
+pub const HELM: &str = "3.22.0";
 
 /// The machine's cache: `OPERATOR_GEN_CACHE`, or `/var/cache/operator-gen`. It outlives
 /// checkouts, so CI on the same machine reuses what an earlier run built.
@@ -73,6 +76,10 @@ impl Component {
 
     pub fn etcd(workspace: &Path) -> Self {
         Self::new(workspace, "etcd", ETCD, &["etcd"])
+    }
+
+    pub fn helm(workspace: &Path) -> Self {
+        Self::new(workspace, "helm", HELM, &["helm"])
     }
 
     fn new(
@@ -259,6 +266,7 @@ mod tests {
         let pinned = pinned_kubernetes(&workspace).unwrap();
         assert_eq!(pinned.last().map(String::as_str), Some(NEWEST_KUBERNETES));
         assert!(Component::etcd(&workspace).dir().is_ok());
+        assert!(Component::helm(&workspace).dir().is_ok());
         let unpinned = Component::kubernetes(&workspace, "1.0.0")
             .dir()
             .unwrap_err();
