@@ -25,6 +25,7 @@ pub mod crate_dir;
 pub mod crd_document;
 pub mod crd_source;
 pub mod error;
+pub mod go_template;
 pub mod job;
 pub mod k8s_catalog;
 pub mod limits;

@@ -14,7 +14,10 @@ use crate::{
     error::{Error, Result},
     model::{Archetype, Operator, Provenance},
     vendor::RuntimeSource,
-    write_plan::{MARKDOWN_COMMENT, Ownership, Plan, PlannedFile, checksum_line, comment_close},
+    write_plan::{
+        GENERATED_MARK, JSON_CHECKSUM_COMMENT, MARKDOWN_COMMENT, Ownership, Plan, PlannedFile,
+        checksum_line, comment_close,
+    },
 };
 
 /// How a rendered file is checked and what its comments look like.
@@ -29,6 +32,9 @@ enum Format {
     /// Files whose comments start with `#`: TOML, YAML, Dockerfiles.
     Hashed,
     Markdown,
+    /// JSON, which has no comments: the header is the first two keys of its object, and the
+    /// template renders the rest of that object (see [`header_saying`]).
+    Json,
 }
 
 /// One template and where its output goes.
@@ -114,6 +120,19 @@ const TEMPLATES: &[Template] = &[
     template!("deploy/local/kustomization.yaml.tera" => "deploy/local/kustomization.yaml", Generated, Hashed),
     template!("deploy/kustomization.yaml.tera" => "deploy/kustomization.yaml", Scaffold, Hashed),
     template!("deploy/deployment-patch.yaml.tera" => "deploy/deployment-patch.yaml", Scaffold, Hashed),
+    template!("deploy/chart/Chart.yaml.tera" => "deploy/chart/Chart.yaml", Generated, Hashed),
+    template!("deploy/chart/values.yaml.tera" => "deploy/chart/values.yaml", Generated, Hashed),
+    template!("deploy/chart/values.schema.json.tera" => "deploy/chart/values.schema.json", Generated, Json),
+    template!("deploy/chart/README.md.tera" => "deploy/chart/README.md", Generated, Markdown),
+    template!("deploy/chart/templates/crd.yaml.tera" => "deploy/chart/templates/crd.yaml", Generated, Hashed, Imported, Dynamic),
+    template!("deploy/chart/templates/rbac.yaml.tera" => "deploy/chart/templates/rbac.yaml", Generated, Hashed),
+    template!("deploy/chart/templates/deployment.yaml.tera" => "deploy/chart/templates/deployment.yaml", Generated, Hashed),
+    template!("deploy/chart/templates/service.yaml.tera" => "deploy/chart/templates/service.yaml", Generated, Hashed),
+    template!("deploy/chart/templates/webhooks.yaml.tera" => "deploy/chart/templates/webhooks.yaml", Generated, Hashed, needs Webhooks),
+    template!("deploy/chart/templates/service-monitor.yaml.tera" => "deploy/chart/templates/service-monitor.yaml", Generated, Hashed),
+    template!("deploy/chart/templates/prometheus-rule.yaml.tera" => "deploy/chart/templates/prometheus-rule.yaml", Generated, Hashed),
+    template!("deploy/chart/templates/dashboard.yaml.tera" => "deploy/chart/templates/dashboard.yaml", Generated, Hashed),
+    template!("deploy/values.yaml.tera" => "deploy/values.yaml", Scaffold, Hashed),
     template!("README.md.tera" => "README.md", Scaffold, Markdown),
     template!("OPERATOR.md.tera" => "OPERATOR.md", Generated, Markdown),
     template!("RELATIONS.md.tera" => "RELATIONS.md", Generated, Markdown),
@@ -136,6 +155,14 @@ const TEMPLATES: &[Template] = &[
     template!("crdgen.rs.tera" => "src/bin/crdgen.rs", Generated, RustAsWritten, Derived),
     template!("tests/cluster.rs.tera" => "tests/cluster.rs", Generated, RustAsWritten, needs Sample, Imported, Dynamic, Builtin, Derived),
 ];
+
+impl Template {
+    /// Whether Helm renders this file as a Go template: everything under a chart's
+    /// `templates/`.
+    fn is_helm_template(&self) -> bool {
+        self.output.starts_with("deploy/chart/templates/")
+    }
+}
 
 /// Every path a template renders to, for any operator: with the vendored runtime's
 /// ([`crate::vendor::is_vendored`]), what a journal of the writer may name.
@@ -221,6 +248,7 @@ fn guarded_engine<'a>(sources: impl IntoIterator<Item = (&'a str, &'a str)>) -> 
 /// lists them in table order whatever finished first.
 pub fn render(operator: &Operator) -> Result<Plan> {
     let context = Context::from_serialize(operator).map_err(|e| template_error("model", &e))?;
+    let helm_context = helm_context(operator)?;
     let mut chosen: Vec<(usize, &Template)> = TEMPLATES
         .iter()
         .enumerate()
@@ -239,7 +267,11 @@ pub fn render(operator: &Operator) -> Result<Plan> {
         (template.format != Format::Rust, std::cmp::Reverse(size))
     });
     let rendered = crate::parallel::map(&chosen, |&(row, template)| {
-        render_one(template, &context, &operator.krate.provenance).map(|file| (row, file))
+        let context = match template.is_helm_template() {
+            true => &helm_context,
+            false => &context,
+        };
+        render_one(template, context, &operator.krate.provenance).map(|file| (row, file))
     });
     let mut files = rendered.into_iter().collect::<Result<Vec<_>>>()?;
     files.sort_by_key(|(row, _)| *row);
@@ -248,6 +280,40 @@ pub fn render(operator: &Operator) -> Result<Plan> {
         files.extend(vendored(&operator.krate.provenance));
     }
     Ok(Plan::new(files)?.may_also_write(outputs()))
+}
+
+/// The context of a chart's templates: the model with every printable value a Go template
+/// literal, so that no text of it can be an action when Helm renders the chart, and then the
+/// chart's [`HelmHooks`](crate::model::chart::HelmHooks), the generator's own actions.
+fn helm_context(operator: &Operator) -> Result<Context> {
+    let model =
+        tera::Value::try_from_serializable(operator).map_err(|e| template_error("model", &e))?;
+    let literal = crate::go_template::literal_context(&model);
+    let exempt_label = operator
+        .webhooks
+        .as_ref()
+        .and_then(|w| w.exempt_label.as_ref());
+    let hooks = crate::model::chart::HelmHooks::new(
+        operator.krate.name.raw(),
+        operator.deploy.namespace.raw(),
+        exempt_label.map(crate::text::Text::raw),
+    );
+    let mut context = Context::new();
+    for (key, value) in literal.into_map().into_iter().flatten() {
+        let Some(name) = key.as_str().map(str::to_owned) else {
+            continue;
+        };
+        let value = match (name.as_str(), value.as_map()) {
+            ("chart", Some(chart)) => {
+                let mut chart = chart.clone();
+                chart.insert("helm".into(), tera::Value::from_serializable(&hooks));
+                tera::Value::from(chart)
+            }
+            _ => value,
+        };
+        context.insert_value(name, value);
+    }
+    Ok(context)
 }
 
 /// A plan of no files that may have written any template's output: what a recovery of a
@@ -339,6 +405,13 @@ fn finish(template: &Template, rendered: String) -> Result<String> {
             rendered
         }
         Format::Hashed | Format::Markdown => rendered,
+        Format::Json => {
+            serde_json::from_str::<serde_json::Value>(&rendered).map_err(|e| Error::Template {
+                template: template.output.to_owned(),
+                reason: format!("renders JSON that does not parse: {e}"),
+            })?;
+            rendered
+        }
     })
 }
 
@@ -358,6 +431,7 @@ fn header_saying(format: Format, provenance: &Provenance, note: &str, body: &str
         Format::Hashed => "#",
         // One HTML comment per line, so the header renders as nothing.
         Format::Markdown => MARKDOWN_COMMENT,
+        Format::Json => return json_header_saying(provenance, note, body),
     };
     let close = comment_close(comment);
     let mut regenerate = provenance.regenerate.comment();
@@ -371,6 +445,22 @@ fn header_saying(format: Format, provenance: &Provenance, note: &str, body: &str
         provenance.generator_version,
         regenerate,
         checksum_line(comment, body)
+    )
+}
+
+/// `body`, a JSON object, with the header as its first two keys: `$comment` (which JSON Schema
+/// reserves for comments) on the first line, where every generated file says it is one, and
+/// the checksum of the rest of the object on the second.
+fn json_header_saying(provenance: &Provenance, note: &str, body: &str) -> String {
+    let rest = body.strip_prefix("{\n").unwrap_or(body);
+    let comment = serde_json::Value::from(format!(
+        "{GENERATED_MARK} {}. {note} Regenerate with `{}` in this crate's folder.",
+        provenance.generator_version,
+        provenance.regenerate.comment(),
+    ));
+    format!(
+        "{{ \"$comment\": {comment},\n{}\n{rest}",
+        checksum_line(JSON_CHECKSUM_COMMENT, rest)
     )
 }
 
@@ -486,10 +576,19 @@ mod tests {
     /// and Tera keeps the result marked safe.
     const ALLOWED_FILTERS: &[&str] = &["length", "first"];
 
+    /// `source` without its `{% raw %}` blocks, which Tera prints as they are: the Helm
+    /// actions of a chart's templates, which are not Tera's tags.
+    fn without_raw(source: &str) -> String {
+        let raw = regex::Regex::new(r"(?s)\{%-?\s*raw\s*-?%\}.*?\{%-?\s*endraw\s*-?%\}")
+            .expect("a valid pattern");
+        raw.replace_all(source, "").into_owned()
+    }
+
     /// The filters used inside `{{ }}` and `{% %}` tags of `source`.
     fn filters(source: &str) -> Vec<String> {
+        let source = without_raw(source);
         let mut found = Vec::new();
-        let mut rest = source;
+        let mut rest = source.as_str();
         while let Some(start) = rest.find(['{']) {
             rest = &rest[start + 1..];
             let close = match rest.chars().next() {
@@ -529,6 +628,10 @@ mod tests {
         assert_eq!(
             filters("{{ a | upper }} |x| {% if b|safe %}"),
             ["upper", "safe"]
+        );
+        assert_eq!(
+            filters("{%- raw %}{{ .Values.x | quote }}{%- endraw %}{{ c | upper }}"),
+            ["upper"]
         );
     }
 
@@ -593,6 +696,8 @@ mod tests {
     /// The names a template's tags start an expression with, other than those it binds
     /// itself (`for x in`, `set x`) and Tera's own words.
     fn names_read(source: &str) -> Vec<String> {
+        let source = without_raw(source);
+        let source = source.as_str();
         const TERA: &[&str] = &[
             "loop", "true", "false", "not", "and", "or", "in", "is", "if", "elif", "else", "endif",
             "for", "endfor", "include", "set", "raw", "endraw",
@@ -703,6 +808,39 @@ mod tests {
         }
         let stale = names_read("{% for x in owns %}{{ x.name.rs }}{% endfor %}{% if crate.name %}");
         assert_eq!(stale, ["owns", "crate"]);
+        let helm = names_read("{% raw %}{{ .Values.replicas }}{% endraw %}{{ chart.helm.end }}");
+        assert_eq!(helm, ["chart"]);
+    }
+
+    /// A chart's templates and the hooks read exactly the values the chart declares: a value
+    /// read but not declared would be refused by the schema, one declared but not read would
+    /// do nothing.
+    #[test]
+    fn a_chart_reads_every_value_it_declares_and_no_other() {
+        use crate::model::chart::{Features, HelmHooks, value_paths};
+        let all = Features {
+            sharding: true,
+            webhooks: true,
+            admission: true,
+            crd: true,
+        };
+        let declared = value_paths(all);
+        let value = regex::Regex::new(r"\.Values\.([A-Za-z][\w.]*\w)").expect("a valid pattern");
+        let hooks = serde_json::to_string(&HelmHooks::new("op", "ns", Some("skip/op")))
+            .expect("serializes");
+        let sources = operator_gen_templates::FILES
+            .iter()
+            .filter(|(name, _)| name.starts_with("deploy/"))
+            .map(|(_, source)| *source)
+            .chain([hooks.as_str()]);
+        let mut read = std::collections::BTreeSet::new();
+        for source in sources {
+            for captured in value.captures_iter(source) {
+                read.insert(captured[1].to_owned());
+            }
+        }
+        let declared: std::collections::BTreeSet<String> = declared.into_iter().collect();
+        assert_eq!(read, declared);
     }
 
     #[test]

@@ -14,8 +14,9 @@
 //!   string literal, also for `#[doc = …]`), `.comment` (one line for `//`, `///` or `#`),
 //!   `.toml`, `.yaml` (each from that language's serializer), `.md` (a Markdown code span) and
 //!   `.plain`, present only for inert text such as validated names.
-//! - [`Code`]: Rust source the generator built and parsed; [`TomlValue`] and [`YamlDocument`]:
-//!   output of the TOML and YAML serializers; [`Constant`]: the generator's own text.
+//! - [`Code`]: Rust source the generator built and parsed; [`TomlValue`], [`YamlDocument`] and
+//!   [`JsonDocument`]: output of the TOML, YAML and JSON serializers; [`Constant`]: the
+//!   generator's own text; [`GoTemplate`]: the generator's own Helm actions.
 
 use std::fmt;
 
@@ -238,6 +239,39 @@ impl YamlDocument {
             yaml = yaml.replace(&format!("{prefix}{i}z"), &yaml_escaped(original));
         }
         Ok(Self(yaml))
+    }
+}
+
+impl YamlDocument {
+    /// YAML the generator assembled from its own keys and comments and the serializer's
+    /// values, such as a chart's commented `values.yaml`.
+    pub(crate) fn assembled(yaml: String) -> Self {
+        Self(yaml)
+    }
+}
+
+/// A whole JSON document written by the JSON serializer, laid out two spaces deep.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JsonDocument(String);
+printable!(JsonDocument);
+
+impl JsonDocument {
+    pub fn new(value: &serde_json::Value) -> Self {
+        // A `Value` always serializes.
+        Self(serde_json::to_string_pretty(value).unwrap_or_default() + "\n")
+    }
+}
+
+/// Helm template code the generator composed: its own actions, in which text from the model
+/// appears only as Go string literals (`go_template::string`). Printed into a chart, where
+/// everything else from the model is a literal (`go_template::literal_context`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GoTemplate(String);
+printable!(GoTemplate);
+
+impl GoTemplate {
+    pub(crate) fn composed(template: String) -> Self {
+        Self(template)
     }
 }
 

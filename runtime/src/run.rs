@@ -96,6 +96,12 @@ pub struct Options<K: 'static> {
     pub debounce: Duration,
     /// Where the operator watches.
     pub scope: Scope,
+    /// Whether the primaries in the operator's own namespace (the pod's) are left alone. Set
+    /// for an operator of built-in kinds that runs in a namespace of its own: there its own
+    /// Deployment, pods and Secrets are of the kinds it reconciles, and reconciling them, it
+    /// would own and finalize its own workload, which then outlives an uninstall that takes
+    /// the operator's RBAC with it. Its admission webhooks leave that namespace alone too.
+    pub leaves_own_namespace: bool,
 }
 
 impl<K> Options<K> {
@@ -367,6 +373,7 @@ impl<'a> Watches<'a> {
 ///     concurrency: 16,
 ///     debounce: Duration::ZERO,
 ///     scope: Scope::Namespace,
+///     leaves_own_namespace: false,
 /// };
 ///
 /// /// The operator's own hook: read from the context's caches, write what differs.
@@ -420,6 +427,16 @@ where
             common,
             pod_namespace,
             sharding: false,
+        }
+    }
+
+    /// The watch of the primaries this replica reconciles: with `--sharding`, those placed on
+    /// its `shard`; outside the operator's own namespace when its options say so.
+    fn primaries(&self, shard: Option<&Replica>) -> watcher::Config {
+        let config = shard.map_or_else(watcher::Config::default, Replica::primaries);
+        match self.options.leaves_own_namespace {
+            true => config.fields(&format!("metadata.namespace!={}", self.pod_namespace)),
+            false => config,
         }
     }
 
@@ -486,9 +503,7 @@ where
         let (reader, writer) = reflector::store();
         let kind = K::kind(&());
         let _cached = metrics.count_cache(&kind, reader.clone());
-        // With `--sharding`, only the primaries placed on this replica's shard.
-        let shard = lifecycle(&*ctx).shard();
-        let config = shard.map_or_else(watcher::Config::default, Replica::primaries);
+        let config = self.primaries(lifecycle(&*ctx).shard());
         let primaries = lists::watch(watches.api::<K>(), config, watches.initial_list)
             .retried()
             .inspect(metrics.listing(&kind))
@@ -857,6 +872,7 @@ mod tests {
         concurrency: 4,
         debounce: Duration::ZERO,
         scope: Scope::Namespace,
+        leaves_own_namespace: false,
     };
 
     fn pod(generation: Option<i64>, finalizers: &[&str], label: &str) -> Pod {
@@ -1051,6 +1067,38 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn an_operator_that_leaves_its_own_namespace_watches_its_primaries_outside_it() {
+        let client = crate::testing::offline_client();
+        let common = Common::default();
+        let runner = Runner::new(client.clone(), &OPTIONS, &common, "ops");
+        let everywhere = runner.primaries(None);
+        assert_eq!(everywhere.field_selector, None);
+        let leaving = Options {
+            leaves_own_namespace: true,
+            ..OPTIONS
+        };
+        let runner = Runner::new(client.clone(), &leaving, &common, "ops");
+        let outside = runner.primaries(None);
+        assert_eq!(
+            outside.field_selector.as_deref(),
+            Some("metadata.namespace!=ops")
+        );
+        let replica = Replica::new(client, "ops", "widget-0", OPTIONS.name, 15);
+        let replica = replica.expect("a valid shard name");
+        let sharded = runner.primaries(Some(&replica));
+        assert_eq!(
+            sharded.field_selector.as_deref(),
+            Some("metadata.namespace!=ops")
+        );
+        assert!(
+            sharded
+                .label_selector
+                .is_some_and(|labels| labels.ends_with("=widget-0")),
+            "still only its shard"
+        );
+    }
+
+    #[tokio::test]
     async fn a_runner_is_elected_as_its_options_and_sharding_flag_say() {
         let client = crate::testing::offline_client();
         let metrics = Arc::new(Metrics::new(ReadyWhen::WatchesListed(1)));
@@ -1105,6 +1153,7 @@ mod tests {
             concurrency: 0,
             debounce: Duration::ZERO,
             scope: Scope::Cluster,
+            leaves_own_namespace: false,
         };
         async fn run_with<R: Send + Sync + 'static>(
             ctx: Arc<KindContext<ConfigMap>>,
@@ -1141,6 +1190,7 @@ mod tests {
             concurrency: 0,
             debounce: Duration::ZERO,
             scope: Scope::Cluster,
+            leaves_own_namespace: false,
         };
         async fn run_for<K: Watched + Serialize, R: Send + Sync + 'static>(
             options: &Options<K>,

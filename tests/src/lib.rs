@@ -5,7 +5,10 @@
 use std::path::{Path, PathBuf};
 
 use operator_gen::{
-    Generated, Manifest, Request, Selection, manifest::Runtime, vendor::RuntimePath,
+    Generated, Manifest, Request, Selection,
+    manifest::{Derived, Runtime},
+    scaffold::NewPrimary,
+    vendor::RuntimePath,
 };
 
 /// The workspace root, where `cargo xtask` runs.
@@ -181,6 +184,55 @@ pub fn memory_mib(field: &str) -> f64 {
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
         .unwrap_or(0.0);
     kib / 1024.0
+}
+
+/// One `operator-gen new` of each archetype, by name: what the scaffold test builds and
+/// `cargo xtask charts --scaffold` checks the charts of. The imported and dynamic ones are
+/// real CRDs from `../shared/crds`.
+pub fn archetypes() -> Vec<(&'static str, NewPrimary)> {
+    let shared_crd = |path: &str| {
+        workspace_root()
+            .join("../shared/crds")
+            .join(path)
+            .display()
+            .to_string()
+    };
+    let crd = |path: &str, dynamic: bool| NewPrimary::Crd {
+        source: shared_crd(path),
+        kind: None,
+        version: None,
+        dynamic,
+    };
+    let derived = |namespaced: bool, also_served: &[&str]| {
+        NewPrimary::Derived(Derived {
+            kind: "Backup".to_owned(),
+            group: "example.com".to_owned(),
+            version: "v1".to_owned(),
+            plural: None,
+            namespaced,
+            also_served: also_served.iter().map(|v| (*v).to_owned()).collect(),
+        })
+    };
+    vec![
+        (
+            "imported",
+            crd("monitoring.coreos.com/prometheusrules.yaml", false),
+        ),
+        ("builtin", NewPrimary::Builtin("Deployment".to_owned())),
+        ("derived", derived(true, &[])),
+        // `new --derive Backup ... --also v1alpha1,v1beta1`: its shipped tests convert every
+        // version through the hub and back.
+        ("derived-versions", derived(false, &["v1alpha1", "v1beta1"])),
+        ("dynamic", crd("cert-manager.io/certificates.yaml", true)),
+        (
+            "generic",
+            NewPrimary::Generic(vec![
+                "Deployment".into(),
+                "StatefulSet".into(),
+                "ConfigMap".into(),
+            ]),
+        ),
+    ]
 }
 
 /// Names of every fixture, sorted.

@@ -360,6 +360,9 @@ fn generate(
 /// The shape of a generated file: what must not change when only escaped text does.
 fn shape(path: &Path, contents: &str, replaced_key: Option<&str>) -> Vec<String> {
     let name = path.to_string_lossy();
+    if path.starts_with("deploy/chart/templates") {
+        return helm_template_shape(contents);
+    }
     if name.ends_with(".rs") {
         let file = syn::parse_file(contents).unwrap_or_else(|e| panic!("{name} is not Rust: {e}"));
         let mut out = Vec::new();
@@ -387,6 +390,86 @@ fn shape(path: &Path, contents: &str, replaced_key: Option<&str>) -> Vec<String>
         // Markdown and Dockerfile: one entry per line, saying what kind of line it is.
         contents.split('\n').map(line_kind).collect()
     }
+}
+
+/// The shape of a file Helm renders as a Go template (`deploy/chart/templates/`): its actions,
+/// in order and verbatim, save the one that prints a literal `{{` (what escaped text holds),
+/// and its YAML document markers. It is not YAML until Helm renders it; its YAML comes from
+/// the same templates and escaping as the kustomize base's, whose shape is judged as YAML, and
+/// `cargo xtask charts` renders it with helm. What a payload could add here is an action.
+fn helm_template_shape(contents: &str) -> Vec<String> {
+    const LITERAL_OPEN: &str = r#"{{ "{{" }}"#;
+    let mut shape: Vec<String> = go_actions(contents)
+        .into_iter()
+        .filter(|action| action != LITERAL_OPEN)
+        .map(|action| format!("action {action}"))
+        .collect();
+    shape.extend(
+        contents
+            .split('\n')
+            .enumerate()
+            .filter(|(_, line)| line.starts_with("---"))
+            .map(|(i, _)| format!("document at line {i}")),
+    );
+    shape
+}
+
+/// The actions of a Go template, as `text/template`'s lexer finds them: from `{{` to the first
+/// `}}` outside a quoted or raw string.
+fn go_actions(template: &str) -> Vec<String> {
+    let mut actions = Vec::new();
+    let mut rest = template;
+    while let Some(start) = rest.find("{{") {
+        let action = &rest[start..];
+        let mut chars = action.char_indices().skip(2);
+        let mut end = action.len();
+        while let Some((i, c)) = chars.next() {
+            match c {
+                '"' => {
+                    while let Some((_, c)) = chars.next() {
+                        match c {
+                            '\\' => {
+                                chars.next();
+                            }
+                            '"' => break,
+                            _ => {}
+                        }
+                    }
+                }
+                '`' => {
+                    for (_, c) in chars.by_ref() {
+                        if c == '`' {
+                            break;
+                        }
+                    }
+                }
+                '}' if action[i..].starts_with("}}") => {
+                    end = i + 2;
+                    break;
+                }
+                _ => {}
+            }
+        }
+        actions.push(action[..end].to_owned());
+        rest = &action[end..];
+    }
+    actions
+}
+
+#[test]
+fn a_go_templates_actions_end_at_the_first_close_outside_a_string() {
+    let template = r#"a {{ "{{" }} b {{- if eq .Values.x "}}" }}c{{ end }} {{ `}}` }}"#;
+    assert_eq!(
+        go_actions(template),
+        [
+            r#"{{ "{{" }}"#,
+            r#"{{- if eq .Values.x "}}" }}"#,
+            "{{ end }}",
+            "{{ `}}` }}"
+        ]
+    );
+    let shape = helm_template_shape("x: {{ \"{{\" }} y }}\n{{- end }}\n---\n");
+    assert_eq!(shape, ["action {{- end }}", "document at line 2"]);
 }
 
 /// Tokens with string literals, identifiers, doc attributes and serde renames set aside:

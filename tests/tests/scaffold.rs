@@ -101,51 +101,7 @@ fn assert_overlay_patches_the_base(dir: &Path) {
 #[test]
 fn every_archetype_builds_and_passes_its_tests_and_survives_a_new_relation() {
     let root = outside_workspace("archetypes");
-    let archetypes = [
-        ("imported", imported(&root.join("imported")).primary),
-        ("builtin", NewPrimary::Builtin("Deployment".to_owned())),
-        (
-            "derived",
-            NewPrimary::Derived(Derived {
-                kind: "Backup".to_owned(),
-                group: "example.com".to_owned(),
-                version: "v1".to_owned(),
-                plural: None,
-                namespaced: true,
-                also_served: Vec::new(),
-            }),
-        ),
-        (
-            // `new --derive Backup ... --also v1alpha1,v1beta1`: its shipped tests convert
-            // every version through the hub and back.
-            "derived-versions",
-            NewPrimary::Derived(Derived {
-                kind: "Backup".to_owned(),
-                group: "example.com".to_owned(),
-                version: "v1".to_owned(),
-                plural: None,
-                namespaced: false,
-                also_served: vec!["v1alpha1".to_owned(), "v1beta1".to_owned()],
-            }),
-        ),
-        (
-            "dynamic",
-            NewPrimary::Crd {
-                source: shared_crd("cert-manager.io/certificates.yaml"),
-                kind: None,
-                version: None,
-                dynamic: true,
-            },
-        ),
-        (
-            "generic",
-            NewPrimary::Generic(vec![
-                "Deployment".into(),
-                "StatefulSet".into(),
-                "ConfigMap".into(),
-            ]),
-        ),
-    ];
+    let archetypes = operator_gen_tests::archetypes();
     let mut members = Vec::new();
     for (name, primary) in archetypes {
         let dir = root.join(name);

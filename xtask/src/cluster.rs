@@ -4,7 +4,8 @@
 //!
 //! The binaries are Kubernetes 1.37 (or an older version pinned beside it, `--kubernetes`) and
 //! etcd 3.6, built once from Go modules into the machine's cache (`binaries`), so only the
-//! first run on a machine pays for the build. Everything a running cluster needs (keys, etcd
+//! first run on a machine pays for the build. helm is built and cached the same way, beside
+//! kubectl, for the generated charts. Everything a running cluster needs (keys, etcd
 //! data, logs, kubeconfigs, pids, the version it runs) lives in `target/cluster/`, which
 //! `down` removes.
 //!
@@ -76,6 +77,11 @@ pub fn run(args: ClusterArgs) -> Result<std::process::ExitCode> {
                 cluster.kubernetes.version(),
                 started,
                 cluster.admin_kubeconfig().display()
+            );
+            println!(
+                "kubectl: {}\nhelm: {}",
+                cluster.kubectl()?.display(),
+                cluster.helm()?.display()
             );
         }
         Action::Down => {
@@ -171,6 +177,11 @@ impl Cluster {
         Ok(self.binaries()?.join("kubectl"))
     }
 
+    /// The cached helm, built first when missing.
+    pub fn helm(&self) -> Result<PathBuf> {
+        helm(&self.workspace)
+    }
+
     /// Whether the API server answers `/readyz`.
     pub fn is_ready(&self) -> bool {
         // Only asks: `status` must not start a build.
@@ -194,6 +205,7 @@ impl Cluster {
         }
         let etcd = Component::etcd(&self.workspace).ensure_built()?;
         let bin = self.binaries()?;
+        self.helm()?;
         let started = Instant::now();
         let running = self.running_version();
         if self.is_ready() && running.as_deref() == Some(self.kubernetes.version()) {
@@ -439,6 +451,12 @@ pub struct OperatorCrate {
     pub namespace: String,
 }
 
+/// The cached helm ([`binaries::HELM`]), built first when missing: it needs no control plane,
+/// so the chart checks run it without one.
+pub fn helm(workspace: &Path) -> Result<PathBuf> {
+    Ok(Component::helm(workspace).ensure_built()?.join("helm"))
+}
+
 /// The operator crates of the workspace: `example-operator` and every crate in `generated/`,
 /// sorted by name.
 pub fn operator_crates(workspace: &Path) -> Result<Vec<OperatorCrate>> {
@@ -448,16 +466,22 @@ pub fn operator_crates(workspace: &Path) -> Result<Vec<OperatorCrate>> {
     }
     let mut crates = Vec::new();
     for dir in dirs {
-        if dir.join("deploy/base/rbac.yaml").exists() {
-            crates.push(OperatorCrate {
-                name: package_name(&dir)?,
-                namespace: deploy_namespace(&dir)?,
-                dir,
-            });
-        }
+        crates.extend(operator_crate(dir)?);
     }
     crates.sort_by(|a, b| a.name.cmp(&b.name));
     Ok(crates)
+}
+
+/// The operator crate in `dir`, if it holds one: a crate with a generated `deploy/base/`.
+pub fn operator_crate(dir: PathBuf) -> Result<Option<OperatorCrate>> {
+    if !dir.join("deploy/base/rbac.yaml").exists() {
+        return Ok(None);
+    }
+    Ok(Some(OperatorCrate {
+        name: package_name(&dir)?,
+        namespace: deploy_namespace(&dir)?,
+        dir,
+    }))
 }
 
 /// The namespace of the Deployment in a crate's `deploy/base/deployment.yaml`.
@@ -597,8 +621,19 @@ pub fn service_account_kubeconfig(
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}},
         {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": name, "namespace": namespace}},
     ]});
-    run(&["apply", "-f", "-"], Some(account.to_string()))
-        .with_context(|| format!("creating the ServiceAccount {namespace}/{name}"))?;
+    // Server-side, under a manager of its own that owns only the names: a namespace or a
+    // ServiceAccount made from `deploy/` or a Helm chart keeps its labels and its owners.
+    run(
+        &[
+            "apply",
+            "--server-side",
+            "--field-manager=operator-gen-service-account",
+            "-f",
+            "-",
+        ],
+        Some(account.to_string()),
+    )
+    .with_context(|| format!("creating the ServiceAccount {namespace}/{name}"))?;
     let token = run(
         &["create", "token", name, "-n", namespace, "--duration=2h"],
         None,

@@ -33,6 +33,7 @@ use crate::{
 
 pub(crate) mod conversion;
 mod failed_reconciles;
+mod helm;
 mod monitoring;
 mod runtime_log;
 mod sharded;
@@ -94,43 +95,42 @@ pub fn run(args: E2eArgs) -> Result<std::process::ExitCode> {
     if logs.exists() {
         fs::remove_dir_all(&logs)?;
     }
-    let started = Instant::now();
+    let env_for = |logs: PathBuf| Env {
+        kubectl: kubectl.clone(),
+        admin: admin.clone(),
+        workspace: workspace.clone(),
+        logs,
+        cluster: own_cluster.then(|| Cluster::new(workspace.clone())),
+        prometheus: prometheus.clone(),
+        artifacts: Rc::clone(&artifacts),
+    };
     let (mut passed, mut failed) = (0, 0);
+    // The charts first, before a suite leaves a CRD behind (the monitoring checks install
+    // prometheus-operator's), so that a chart installs its own.
+    let started = Instant::now();
+    for operator in crates
+        .iter()
+        .filter(|c| helm::HELM_CRATES.contains(&c.name.as_str()))
+    {
+        let name = operator.name.clone();
+        let operator = cluster::operator_crate(operator.dir.clone())?
+            .with_context(|| format!("{name} is no operator crate"))?;
+        let mut suite = Suite::new(env_for(logs.join(format!("{name}-helm"))), operator)?;
+        let result = suite.timed(Suite::helm_lifecycle);
+        suite.stop_all();
+        let (p, f) = report(&suite, vec![(helm::CHECK, result)]);
+        (passed, failed) = (passed + p, failed + f);
+    }
+    println!("phase helm: {:.1?}", started.elapsed());
+    let started = Instant::now();
     for operator in crates {
         let name = operator.name.clone();
-        let env = Env {
-            kubectl: kubectl.clone(),
-            admin: admin.clone(),
-            workspace: workspace.clone(),
-            logs: logs.join(&name),
-            cluster: own_cluster.then(|| Cluster::new(workspace.clone())),
-            prometheus: prometheus.clone(),
-            artifacts: Rc::clone(&artifacts),
-        };
-        let mut suite = Suite::new(env, operator)?;
+        let mut suite = Suite::new(env_for(logs.join(&name)), operator)?;
         let mut results = suite.run();
         results.push(("leaves nothing behind", suite.timed(Suite::teardown)));
         suite.stop_all();
-        let failures = results.iter().filter(|(_, r)| r.is_err()).count();
-        let checked = results
-            .iter()
-            .filter(|(_, r)| !matches!(r, Ok(Verdict::Skipped(_))))
-            .count();
-        for (check, result) in results {
-            match result {
-                Ok(Verdict::Passed(took, None)) => println!("ok   {name}: {check} ({took:.1?})"),
-                Ok(Verdict::Passed(took, Some((failed, reason)))) => println!(
-                    "ok   {name}: {check} ({took:.1?}; {failed} failed reconciles, as meant: {reason})"
-                ),
-                Ok(Verdict::Skipped(reason)) => println!("skip {name}: {check}: {reason}"),
-                Err(error) => println!("FAIL {name}: {check}: {error:#}"),
-            }
-        }
-        if failures > 0 {
-            suite.print_log_tails();
-        }
-        failed += failures;
-        passed += checked - failures;
+        let (p, f) = report(&suite, results);
+        (passed, failed) = (passed + p, failed + f);
     }
     println!("phase tests: {:.1?}", started.elapsed());
     if args.only.is_empty() || args.only.iter().any(|o| o == "operator-gen-runtime") {
@@ -156,6 +156,31 @@ pub fn run(args: E2eArgs) -> Result<std::process::ExitCode> {
     } else {
         std::process::ExitCode::FAILURE
     })
+}
+
+/// Prints each check's result for `suite`, and the log tails when one failed; how many passed
+/// and how many failed.
+fn report(suite: &Suite, results: Vec<(&'static str, Outcome)>) -> (usize, usize) {
+    let name = &suite.name;
+    let failures = results.iter().filter(|(_, r)| r.is_err()).count();
+    let checked = results
+        .iter()
+        .filter(|(_, r)| !matches!(r, Ok(Verdict::Skipped(_))))
+        .count();
+    for (check, result) in results {
+        match result {
+            Ok(Verdict::Passed(took, None)) => println!("ok   {name}: {check} ({took:.1?})"),
+            Ok(Verdict::Passed(took, Some((failed, reason)))) => println!(
+                "ok   {name}: {check} ({took:.1?}; {failed} failed reconciles, as meant: {reason})"
+            ),
+            Ok(Verdict::Skipped(reason)) => println!("skip {name}: {check}: {reason}"),
+            Err(error) => println!("FAIL {name}: {check}: {error:#}"),
+        }
+    }
+    if failures > 0 {
+        suite.print_log_tails();
+    }
+    (checked - failures, failures)
 }
 
 /// What every suite shares.
@@ -719,20 +744,7 @@ impl Suite {
             }
         };
         let patch = json!({"data": {field.clone(): "tampered"}}).to_string();
-        let namespace = self.namespace.clone();
-        self.admin(
-            &[
-                "patch",
-                &resource,
-                &name,
-                "-n",
-                &namespace,
-                "--type=merge",
-                "-p",
-                &patch,
-            ],
-            None,
-        )?;
+        self.merge_patch(&resource, &name, &patch)?;
         self.eventually("the edited child to be restored", || {
             let child = self.get_json(&resource, &name)?;
             Ok(child["data"][&field] == original)
@@ -1574,6 +1586,28 @@ impl Suite {
             );
         }
         Ok(())
+    }
+
+    /// `kubectl patch --type=merge` of the object `resource`/`name` in the suite's namespace.
+    fn merge_patch(&self, resource: &str, name: &str, patch: &str) -> Result<()> {
+        let namespace = self.namespace.as_str();
+        let args = [
+            "patch",
+            resource,
+            name,
+            "-n",
+            namespace,
+            "--type=merge",
+            "-p",
+            patch,
+        ];
+        self.admin(&args, None)
+    }
+
+    /// The object `resource`/`name` in the operator's own namespace, as JSON.
+    fn operator_object(&self, resource: &str, name: &str) -> Result<Value> {
+        let namespace = self.operator_namespace.as_str();
+        self.admin_json(&["get", resource, name, "-n", namespace, "-o", "json"])
     }
 
     fn admin_output(&self, args: &[&str]) -> Result<String> {

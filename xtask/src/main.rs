@@ -6,6 +6,7 @@
 
 mod artifacts;
 mod bench;
+mod charts;
 mod cluster;
 mod contracts;
 mod corpus;
@@ -37,6 +38,8 @@ enum Command {
     Bench(bench::BenchArgs),
     /// A real Kubernetes control plane on loopback, for `e2e`.
     Cluster(cluster::ClusterArgs),
+    /// Lint every operator crate's Helm chart and compare its objects with kustomize's.
+    Charts(charts::ChartsArgs),
     /// Run every operator crate against a real API server and check what it does.
     E2e(e2e::E2eArgs),
 }
@@ -48,6 +51,7 @@ fn main() -> std::process::ExitCode {
         Command::Corpus(args) => corpus::run(args),
         Command::Bench(args) => bench::run(args),
         Command::Cluster(args) => cluster::run(args),
+        Command::Charts(args) => charts::run(args),
         Command::E2e(args) => e2e::run(args),
     };
     exit_code(result)

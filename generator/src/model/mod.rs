@@ -14,6 +14,7 @@
 //! [`Deploy`], [`Webhooks`] and [`Types`]. What only the command prints (warnings, where the
 //! CRD came from) is beside the model, in [`Analysis`].
 
+pub mod chart;
 mod dependencies;
 pub mod flags;
 mod modules;
@@ -100,6 +101,8 @@ pub struct Operator {
     pub controller: Controller,
     pub tests: Tests,
     pub deploy: Deploy,
+    /// `deploy/chart/`: the Helm chart's values and the CRD it installs.
+    pub chart: chart::Chart,
     /// The webhooks the operator serves: admission webhooks when the manifest asks for any,
     /// and the conversion webhook of a derived resource served in several versions.
     pub webhooks: Option<Webhooks>,
@@ -171,6 +174,10 @@ pub struct Controller {
     /// Whether the operator watches only its own namespace, granted by a Role rather than a
     /// ClusterRole.
     pub namespace_scoped: bool,
+    /// Whether it leaves the primaries in its own namespace alone: an operator of built-in
+    /// kinds that watches the cluster from a namespace of its own, where its own workload is
+    /// of the kinds it reconciles (`operator_gen_runtime::run::Options::leaves_own_namespace`).
+    pub leaves_own_namespace: bool,
     /// The kinds reconciled, a controller each, and how generated items name them.
     pub reconciled: Reconciled,
 }
@@ -293,7 +300,14 @@ pub fn analyze(
         also_served,
         &bad,
     )?;
-    let controller = controller(manifest, &facts, &resolved, &crate_name, scope, &bad)?;
+    let controller = controller(
+        manifest,
+        &facts,
+        &resolved,
+        (&crate_name, own_namespace),
+        scope,
+        &bad,
+    )?;
     let krate = krate(
         manifest,
         flags,
@@ -312,6 +326,26 @@ pub fn analyze(
         own_namespace,
         webhooks.is_some(),
     )?;
+    let chart = chart::chart(
+        krate.name.raw(),
+        (deploy.namespace.raw(), deploy.own_namespace),
+        chart::Features {
+            sharding: controller.sharding,
+            webhooks: webhooks.is_some(),
+            admission: webhooks
+                .as_ref()
+                .is_some_and(|w| !w.configurations.is_empty()),
+            crd: deploy.crd_yaml.is_some(),
+        },
+        match input {
+            PrimaryInput::Crd { selected, .. } => Some(&selected.crd),
+            _ => None,
+        },
+    )
+    .map_err(|e| Error::Template {
+        template: "deploy/chart/templates/crd.yaml".to_owned(),
+        reason: e.to_string(),
+    })?;
     let tests = Tests {
         sample: facts.primary.sample.is_some() || facts.archetype == Archetype::Builtin,
         owned_sample: resolved
@@ -355,6 +389,7 @@ pub fn analyze(
         controller,
         tests,
         deploy,
+        chart,
         webhooks,
         types: Types {
             versions: facts.versions,
@@ -479,7 +514,7 @@ fn controller(
     manifest: &Manifest,
     facts: &primary::PrimaryFacts,
     resolved: &relations::Resolved,
-    crate_name: &str,
+    (crate_name, own_namespace): (&str, bool),
     scope: manifest::Scope,
     bad: &dyn Fn(&str, String) -> Error,
 ) -> Result<Controller> {
@@ -499,6 +534,9 @@ fn controller(
         shard_label: Text::new(format!("shard.operator-gen.io/{crate_name}")),
         drain_label: Text::new(format!("drain.operator-gen.io/{crate_name}")),
         namespace_scoped: scope == manifest::Scope::Namespace,
+        leaves_own_namespace: own_namespace
+            && scope == manifest::Scope::Cluster
+            && matches!(facts.archetype, Archetype::Builtin | Archetype::Generic),
         reconciled: Reconciled::new(facts.archetype, &primary.kinds),
     })
 }

@@ -455,15 +455,7 @@ impl Suite {
 
     /// The replica that holds the operator's own Lease, and so runs the sharder.
     fn sharder(&self) -> Result<String> {
-        let lease = self.admin_json(&[
-            "get",
-            "lease",
-            &self.name,
-            "-n",
-            &self.operator_namespace,
-            "-o",
-            "json",
-        ])?;
+        let lease = self.operator_object("lease", &self.name)?;
         lease["spec"]["holderIdentity"]
             .as_str()
             .map(str::to_owned)

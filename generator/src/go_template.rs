@@ -1,0 +1,118 @@
+//! Text for Helm's templates, which are Go templates: every file under a chart's `templates/`
+//! is parsed by `text/template` before its YAML is, so a `{{` anywhere in it, a CRD's
+//! description or a Grafana legend included, starts an action.
+//!
+//! The chart renders the same Tera templates as the kustomize base, from the same model, with
+//! every printable value of the model made a Go template literal first ([`literal_context`]):
+//! nothing from a CRD, a manifest or a command line can become template syntax. The only
+//! actions in a chart are the generator's own: its templates' text, and the conditions of
+//! [`crate::model::chart::HelmHooks`], added after the escaping.
+
+use tera::Value;
+
+/// The action that prints `{{`: what a literal `{{` becomes.
+const OPEN: &str = r#"{{ "{{" }}"#;
+
+/// `text` as Go template text that prints exactly `text`. Only `{{` opens an action (Helm
+/// keeps Go's default delimiters), so each is replaced, left to right, by an action printing
+/// it; a `}}` outside an action is plain text.
+pub fn literal(text: &str) -> String {
+    text.replace("{{", OPEN)
+}
+
+/// `text` as a Go string literal, for an argument of an action (`fail "…"`): Go's escapes for
+/// the quote, the backslash and control characters.
+pub fn string(text: &str) -> String {
+    let mut quoted = String::with_capacity(text.len() + 2);
+    quoted.push('"');
+    for c in text.chars() {
+        match c {
+            '"' => quoted.push_str("\\\""),
+            '\\' => quoted.push_str("\\\\"),
+            '\n' => quoted.push_str("\\n"),
+            c if c.is_control() => quoted.push_str(&format!("\\u{:04x}", u32::from(c))),
+            c => quoted.push(c),
+        }
+    }
+    quoted.push('"');
+    quoted
+}
+
+/// A template context with every printable (safe) string made a [`literal`]. Strings that are
+/// not safe stay as they are: no template can print them (see [`crate::text`]).
+pub fn literal_context(value: &Value) -> Value {
+    if let Some(text) = value.as_str() {
+        return match value.is_safe() {
+            true => Value::safe_string(&literal(text)),
+            false => value.clone(),
+        };
+    }
+    if let Some(items) = value.as_array() {
+        return Value::from(items.iter().map(literal_context).collect::<Vec<_>>());
+    }
+    if let Some(map) = value.as_map() {
+        return Value::from(
+            map.iter()
+                .map(|(key, value)| (key.clone(), literal_context(value)))
+                .collect::<std::collections::HashMap<_, _>>(),
+        );
+    }
+    value.clone()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_opening_delimiter_becomes_an_action_that_prints_it() {
+        assert_eq!(literal("plain }} text"), "plain }} text");
+        assert_eq!(literal("{{ .Values.x }}"), r#"{{ "{{" }} .Values.x }}"#);
+        assert_eq!(literal("{{{"), r#"{{ "{{" }}{"#);
+        assert_eq!(literal("{{{{-"), r#"{{ "{{" }}{{ "{{" }}-"#);
+    }
+
+    #[test]
+    fn a_go_string_escapes_its_quote_backslash_and_control_characters() {
+        assert_eq!(string("plain"), r#""plain""#);
+        assert_eq!(string(r#"a"b\c"#), r#""a\"b\\c""#);
+        assert_eq!(string("a\nb\u{1b}"), r#""a\nb\u001b""#);
+    }
+
+    #[test]
+    fn a_context_escapes_safe_strings_at_every_depth_and_nothing_else() {
+        let context = Value::from(std::collections::HashMap::from([
+            ("safe", Value::safe_string("{{ x }}")),
+            ("raw", Value::from("{{ y }}")),
+            (
+                "nested",
+                Value::from(vec![Value::from(std::collections::HashMap::from([(
+                    "deep",
+                    Value::safe_string("a{{b"),
+                )]))]),
+            ),
+            ("number", Value::from(3)),
+        ]));
+        let escaped = literal_context(&context);
+        let map = escaped.as_map().unwrap();
+        let get = |key: &str| {
+            map.iter()
+                .find(|(k, _)| k.as_str() == Some(key))
+                .map(|(_, v)| v.clone())
+                .unwrap()
+        };
+        assert_eq!(get("safe").as_str(), Some(r#"{{ "{{" }} x }}"#));
+        assert!(get("safe").is_safe());
+        assert_eq!(get("raw").as_str(), Some("{{ y }}"));
+        assert!(!get("raw").is_safe());
+        let deep = get("nested").as_array().unwrap()[0]
+            .as_map()
+            .unwrap()
+            .clone();
+        assert_eq!(
+            deep.values().next().unwrap().as_str(),
+            Some(r#"a{{ "{{" }}b"#)
+        );
+        assert_eq!(get("number").as_i64(), Some(3));
+    }
+}

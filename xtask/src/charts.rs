@@ -1,0 +1,485 @@
+//! `cargo xtask charts [FOLDER…]`: every generated crate's Helm chart, checked with the real
+//! helm (3.22, built from its pinned Go module like the control plane, `cluster::helm`).
+//!
+//! The crates are the workspace's operator crates, the folders given (a corpus batch), and with
+//! `--scaffold` a batch of `operator-gen new`, one crate of each archetype, and of the snapshot
+//! fixtures. For each crate,
+//! `helm lint --strict`, then the chart's objects against kustomize's
+//! (`kubectl kustomize`, the kubectl of the control plane), object by object, in each mode both
+//! offer:
+//! - the default values against `deploy/base/`;
+//! - every monitoring value on against `deploy/base/` and `deploy/monitoring/`;
+//! - cert-manager's certificates against `deploy/cert-manager/`, for a crate with webhooks.
+//!
+//! The only differences allowed are Helm's: the Namespace object, which `helm install
+//! --create-namespace` creates rather than the chart, and the annotation that keeps the CRD on
+//! `helm uninstall` (set aside on both sides: a CRD that a Helm chart publishes may carry it).
+
+use std::{
+    collections::BTreeMap,
+    path::{Path, PathBuf},
+    process::{Command, ExitCode},
+    sync::Mutex,
+};
+
+use anyhow::{Context as _, Result, bail};
+use clap::Args;
+use serde_json::Value;
+
+use crate::cluster::{self, Cluster, OperatorCrate};
+
+#[derive(Args)]
+pub struct ChartsArgs {
+    /// Folders of operator crates, each searched two levels deep (a corpus batch's
+    /// `target/corpus-compile`, say); the workspace's operator crates when none is given.
+    folders: Vec<PathBuf>,
+    /// Also `operator-gen new` one crate of every archetype, and generate every snapshot
+    /// fixture, into `target/charts-scaffold`, and check those.
+    #[arg(long)]
+    scaffold: bool,
+}
+
+pub fn run(args: ChartsArgs) -> Result<ExitCode> {
+    let workspace = crate::workspace_root();
+    let tools = Tools {
+        helm: cluster::helm(&workspace)?,
+        kubectl: Cluster::new(workspace.clone()).kubectl()?,
+    };
+    let mut crates = match args.folders.is_empty() {
+        true => cluster::operator_crates(&workspace)?,
+        false => crates_in(&args.folders)?,
+    };
+    if args.scaffold {
+        crates.extend(scaffold_batch(&workspace.join("target/charts-scaffold"))?);
+    }
+    if crates.is_empty() {
+        bail!("no operator crate (a crate with a generated deploy/base/) in the folders given");
+    }
+    let failures = Mutex::new(Vec::new());
+    let compared = Mutex::new(0usize);
+    let next = Mutex::new(crates.iter());
+    // Two at a time: each check is a few short helm and kubectl processes.
+    std::thread::scope(|scope| {
+        for _ in 0..2 {
+            scope.spawn(|| {
+                while let Some(operator) = next.lock().map(|mut it| it.next()).ok().flatten() {
+                    match check(&tools, operator) {
+                        Ok(modes) => *compared.lock().expect("no panic holds it") += modes,
+                        Err(error) => failures
+                            .lock()
+                            .expect("no panic holds it")
+                            .push(format!("{}: {error:#}", operator.dir.display())),
+                    }
+                }
+            });
+        }
+    });
+    let failures = failures.into_inner().expect("no panic held it");
+    for failure in &failures {
+        eprintln!("{failure}\n");
+    }
+    println!(
+        "charts: {} linted with `helm lint --strict`, {} modes compared with kustomize's \
+         objects, {} failed",
+        crates.len(),
+        compared.into_inner().expect("no panic held it"),
+        failures.len()
+    );
+    Ok(match failures.is_empty() {
+        true => ExitCode::SUCCESS,
+        false => ExitCode::FAILURE,
+    })
+}
+
+struct Tools {
+    helm: PathBuf,
+    kubectl: PathBuf,
+}
+
+/// The operator crates in `folders` and their subfolders, two levels deep.
+fn crates_in(folders: &[PathBuf]) -> Result<Vec<OperatorCrate>> {
+    let mut crates = Vec::new();
+    let mut dirs: Vec<PathBuf> = folders.to_vec();
+    for _ in 0..3 {
+        let mut deeper = Vec::new();
+        for dir in dirs {
+            if dir.join("deploy/chart/Chart.yaml").is_file() {
+                crates.extend(cluster::operator_crate(dir)?);
+                continue;
+            }
+            let entries =
+                std::fs::read_dir(&dir).with_context(|| format!("reading {}", dir.display()));
+            for entry in entries.into_iter().flatten().flatten() {
+                if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                    deeper.push(entry.path());
+                }
+            }
+        }
+        dirs = deeper;
+    }
+    crates.sort_by(|a, b| a.dir.cmp(&b.dir));
+    Ok(crates)
+}
+
+/// The scaffold batch, into `root`, emptied first: `operator-gen new` of every archetype
+/// (`operator_gen_tests::archetypes`, as the scaffold test makes them), and every snapshot
+/// fixture of `tests/fixtures/`, whose manifests cover webhooks, conversion, sharding and the
+/// relations.
+fn scaffold_batch(root: &Path) -> Result<Vec<OperatorCrate>> {
+    use operator_gen::{
+        Mode as WriteMode,
+        scaffold::{NewOperator, create},
+    };
+    if root.exists() {
+        std::fs::remove_dir_all(root).with_context(|| format!("emptying {}", root.display()))?;
+    }
+    let mut crates = Vec::new();
+    for (name, primary) in operator_gen_tests::archetypes() {
+        let dir = root.join("new").join(name);
+        let new = NewOperator {
+            dir: dir.clone(),
+            name: Some(format!("{name}-operator")),
+            primary,
+            allow_http: false,
+            runtime: None,
+        };
+        create(&new).with_context(|| format!("operator-gen new {name}"))?;
+        crates.extend(cluster::operator_crate(dir)?);
+    }
+    for fixture in operator_gen_tests::fixtures() {
+        let dir = root.join("fixtures").join(&fixture);
+        let generated = operator_gen_tests::generate_fixture(&fixture)
+            .with_context(|| format!("generating the fixture {fixture}"))?;
+        generated
+            .plan
+            .apply(&dir, WriteMode::Write { force: true })
+            .with_context(|| format!("writing the fixture {fixture}"))?;
+        crates.extend(cluster::operator_crate(dir)?);
+    }
+    Ok(crates)
+}
+
+/// One crate's chart: linted, then compared in every mode; how many modes were compared.
+fn check(tools: &Tools, operator: &OperatorCrate) -> Result<usize> {
+    let chart = operator.dir.join("deploy/chart");
+    let lint = run_tool(
+        Command::new(&tools.helm)
+            .arg("lint")
+            .arg("--strict")
+            .arg(&chart)
+            .args(["--namespace", &operator.namespace]),
+    )?;
+    if lint.contains("[WARNING]") || lint.contains("[ERROR]") {
+        bail!("`helm lint --strict` found problems:\n{lint}");
+    }
+    let mut modes = vec![
+        Mode {
+            name: "default values",
+            values: Vec::new(),
+            kustomize: &["deploy/base"],
+            without: &[],
+        },
+        Mode {
+            name: "monitoring on",
+            values: ["serviceMonitor", "prometheusRule", "dashboard"]
+                .map(|toggle| format!("monitoring.{toggle}=true"))
+                .to_vec(),
+            kustomize: &["deploy/base", "deploy/monitoring"],
+            without: &[],
+        },
+    ];
+    if operator.dir.join("deploy/cert-manager").is_dir() {
+        modes.push(Mode {
+            name: "cert-manager's certificates",
+            values: vec!["webhooks.certificates=cert-manager".to_owned()],
+            kustomize: &["deploy/cert-manager"],
+            without: &[],
+        });
+    }
+    let base_webhooks = std::fs::read_to_string(operator.dir.join("deploy/base/webhooks.yaml"));
+    if base_webhooks.is_ok_and(|text| text.contains("WebhookConfiguration")) {
+        modes.push(Mode {
+            name: "the webhooks on loopback",
+            // Where deploy/local/ has the configurations call.
+            values: vec![format!(
+                "webhooks.url={}",
+                operator_gen::model::LOCAL_WEBHOOK_BASE
+            )],
+            kustomize: &["deploy/local"],
+            // deploy/local/ leaves out the workload, which the chart installs whatever it calls.
+            without: &["Deployment", "Service"],
+        });
+    }
+    for mode in &modes {
+        let helm = helm_objects(tools, operator, mode)?;
+        let mut kustomize = BTreeMap::new();
+        for dir in mode.kustomize {
+            let built = run_tool(
+                Command::new(&tools.kubectl)
+                    .arg("kustomize")
+                    .arg(operator.dir.join(dir)),
+            )?;
+            kustomize
+                .extend(objects(&built).with_context(|| format!("reading kustomize's {dir}"))?);
+        }
+        // `helm install --create-namespace` makes the namespace; the chart holds none.
+        kustomize.retain(|key, _| key.kind != "Namespace");
+        // A CRD published by a Helm chart may carry Helm's annotations already.
+        for object in kustomize.values_mut() {
+            without_helms_annotations(object);
+        }
+        let differences = differences(&kustomize, &helm);
+        if !differences.is_empty() {
+            bail!(
+                "with {}, `helm template` differs from `kubectl kustomize {}`:\n  {}",
+                mode.name,
+                mode.kustomize.join(" + "),
+                differences.join("\n  ")
+            );
+        }
+    }
+    Ok(modes.len())
+}
+
+/// One way to install a chart, and the kustomize folders that install the same.
+struct Mode {
+    name: &'static str,
+    values: Vec<String>,
+    kustomize: &'static [&'static str],
+    /// Kinds of the chart's objects those folders leave out.
+    without: &'static [&'static str],
+}
+
+fn helm_objects(
+    tools: &Tools,
+    operator: &OperatorCrate,
+    mode: &Mode,
+) -> Result<BTreeMap<ObjectKey, Value>> {
+    let mut template = Command::new(&tools.helm);
+    template
+        .arg("template")
+        .arg(&operator.name)
+        .arg(operator.dir.join("deploy/chart"))
+        .args(["--namespace", &operator.namespace]);
+    for value in &mode.values {
+        template.args(["--set", value]);
+    }
+    let rendered = run_tool(&mut template)?;
+    let mut objects = objects(&rendered).context("reading `helm template`'s output")?;
+    objects.retain(|key, _| !mode.without.contains(&key.kind.as_str()));
+    for object in objects.values_mut() {
+        without_helms_annotations(object);
+    }
+    Ok(objects)
+}
+
+/// The annotations only Helm reads, which kustomize's objects do not carry.
+const HELM_ANNOTATIONS: &[&str] = &["helm.sh/resource-policy"];
+
+fn without_helms_annotations(object: &mut Value) {
+    let Some(metadata) = object.get_mut("metadata").and_then(Value::as_object_mut) else {
+        return;
+    };
+    if let Some(annotations) = metadata
+        .get_mut("annotations")
+        .and_then(Value::as_object_mut)
+    {
+        for annotation in HELM_ANNOTATIONS {
+            annotations.remove(*annotation);
+        }
+        if annotations.is_empty() {
+            metadata.remove("annotations");
+        }
+    }
+}
+
+/// What names an object in a set of manifests.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+struct ObjectKey {
+    api_version: String,
+    kind: String,
+    namespace: String,
+    name: String,
+}
+
+impl std::fmt::Display for ObjectKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} {} {}/{}",
+            self.api_version, self.kind, self.namespace, self.name
+        )
+    }
+}
+
+/// The objects of a multi-document YAML stream, by their keys.
+fn objects(yaml: &str) -> Result<BTreeMap<ObjectKey, Value>> {
+    let documents: Vec<Value> =
+        serde_saphyr::from_multiple_with_options(yaml, operator_gen::limits::yaml_options())?;
+    let mut objects = BTreeMap::new();
+    for object in documents.into_iter().filter(|d| !d.is_null()) {
+        let text = |path: &[&str]| {
+            let mut value = &object;
+            for key in path {
+                value = &value[*key];
+            }
+            value.as_str().unwrap_or_default().to_owned()
+        };
+        let key = ObjectKey {
+            api_version: text(&["apiVersion"]),
+            kind: text(&["kind"]),
+            namespace: text(&["metadata", "namespace"]),
+            name: text(&["metadata", "name"]),
+        };
+        if objects.insert(key.clone(), object).is_some() {
+            bail!("{key} is there twice");
+        }
+    }
+    Ok(objects)
+}
+
+/// What differs between kustomize's objects and Helm's, one line each: an object only one has,
+/// or the first field at which an object both have differs.
+fn differences(
+    kustomize: &BTreeMap<ObjectKey, Value>,
+    helm: &BTreeMap<ObjectKey, Value>,
+) -> Vec<String> {
+    let mut differences = Vec::new();
+    for (key, object) in kustomize {
+        match helm.get(key) {
+            None => differences.push(format!("{key}: only kustomize has it")),
+            Some(theirs) => {
+                if let Some(path) = first_difference(object, theirs, String::new()) {
+                    differences.push(format!("{key}: differs at {path}"));
+                }
+            }
+        }
+    }
+    for key in helm.keys().filter(|key| !kustomize.contains_key(*key)) {
+        differences.push(format!("{key}: only the chart has it"));
+    }
+    differences
+}
+
+/// The path of the first field at which `a` and `b` differ, if any.
+fn first_difference(a: &Value, b: &Value, path: String) -> Option<String> {
+    match (a, b) {
+        (Value::Object(a), Value::Object(b)) => {
+            let keys: std::collections::BTreeSet<&String> = a.keys().chain(b.keys()).collect();
+            keys.into_iter()
+                .find_map(|key| match (a.get(key), b.get(key)) {
+                    (Some(x), Some(y)) => first_difference(x, y, format!("{path}.{key}")),
+                    _ => Some(format!("{path}.{key}")),
+                })
+        }
+        (Value::Array(a), Value::Array(b)) if a.len() == b.len() => a
+            .iter()
+            .zip(b)
+            .enumerate()
+            .find_map(|(i, (x, y))| first_difference(x, y, format!("{path}[{i}]"))),
+        // kustomize writes a whole float (`10.0`, as a CRD's schema types it) as `10`.
+        (Value::Number(x), Value::Number(y)) if x.as_f64() == y.as_f64() => None,
+        _ if a == b => None,
+        _ => Some(match path.is_empty() {
+            true => ".".to_owned(),
+            false => path,
+        }),
+    }
+}
+
+/// Runs a helm or kubectl command; its standard output, or an error with what it said.
+fn run_tool(command: &mut Command) -> Result<String> {
+    let output = command
+        .output()
+        .with_context(|| format!("running {command:?}"))?;
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    if !output.status.success() {
+        bail!(
+            "{command:?} failed ({}):\n{}{}",
+            output.status,
+            stdout,
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    Ok(stdout)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(kind: &str, name: &str) -> ObjectKey {
+        ObjectKey {
+            api_version: "v1".to_owned(),
+            kind: kind.to_owned(),
+            namespace: "ns".to_owned(),
+            name: name.to_owned(),
+        }
+    }
+
+    #[test]
+    fn objects_are_keyed_by_kind_namespace_and_name_and_a_repeat_is_an_error() {
+        let yaml = "apiVersion: v1\nkind: Service\nmetadata: {name: a, namespace: ns}\n---\n# only a comment\n---\napiVersion: v1\nkind: Secret\nmetadata: {name: a, namespace: ns}\n";
+        let found = objects(yaml).unwrap();
+        assert_eq!(
+            found.keys().cloned().collect::<Vec<_>>(),
+            [key("Secret", "a"), key("Service", "a")]
+        );
+        let twice = format!(
+            "{yaml}---\napiVersion: v1\nkind: Secret\nmetadata: {{name: a, namespace: ns}}\n"
+        );
+        assert!(
+            objects(&twice)
+                .unwrap_err()
+                .to_string()
+                .contains("there twice")
+        );
+    }
+
+    #[test]
+    fn a_difference_names_the_first_field_and_each_object_only_one_side_has() {
+        let a = serde_json::json!({"spec": {"replicas": 2, "ports": [{"port": 80}]}});
+        let b = serde_json::json!({"spec": {"replicas": 2, "ports": [{"port": 81}]}});
+        assert_eq!(
+            first_difference(&a, &b, String::new()).as_deref(),
+            Some(".spec.ports[0].port")
+        );
+        assert_eq!(first_difference(&a, &a, String::new()), None);
+        let (whole, float) = (
+            serde_json::json!({"maximum": 10}),
+            serde_json::json!({"maximum": 10.0}),
+        );
+        assert_eq!(first_difference(&whole, &float, String::new()), None);
+        let kustomize = BTreeMap::from([
+            (key("Service", "a"), a.clone()),
+            (key("Secret", "s"), a.clone()),
+        ]);
+        let helm = BTreeMap::from([(key("Service", "a"), b), (key("ConfigMap", "c"), a)]);
+        let found = differences(&kustomize, &helm);
+        assert_eq!(found.len(), 3, "{found:?}");
+        assert!(
+            found
+                .iter()
+                .any(|d| d.ends_with("Secret ns/s: only kustomize has it"))
+        );
+        assert!(
+            found
+                .iter()
+                .any(|d| d.ends_with("ConfigMap ns/c: only the chart has it"))
+        );
+    }
+
+    #[test]
+    fn only_helms_own_annotations_are_dropped() {
+        let mut crd =
+            serde_json::json!({"metadata": {"annotations": {"helm.sh/resource-policy": "keep"}}});
+        without_helms_annotations(&mut crd);
+        assert_eq!(crd, serde_json::json!({"metadata": {}}));
+        let mut other = serde_json::json!({"metadata": {"annotations": {"helm.sh/resource-policy": "keep", "a": "b"}}});
+        without_helms_annotations(&mut other);
+        assert_eq!(
+            other,
+            serde_json::json!({"metadata": {"annotations": {"a": "b"}}})
+        );
+    }
+}
