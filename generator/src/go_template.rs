@@ -13,11 +13,21 @@ use tera::Value;
 /// The action that prints `{{`: what a literal `{{` becomes.
 const OPEN: &str = r#"{{ "{{" }}"#;
 
+/// The action that prints `{`: what a `{` that ends a literal becomes.
+const BRACE: &str = r#"{{ "{" }}"#;
+
 /// `text` as Go template text that prints exactly `text`. Only `{{` opens an action (Helm
 /// keeps Go's default delimiters), so each is replaced, left to right, by an action printing
-/// it; a `}}` outside an action is plain text.
+/// it; a `}}` outside an action is plain text. A `{` that ends the text is printed by an
+/// action too, so that a literal never ends in `{`: printed before another literal, or before
+/// a `{` of its template, it cannot make a `{{`. (No template prints a `{` just before a
+/// value, which a literal could not guard against.)
 pub fn literal(text: &str) -> String {
-    text.replace("{{", OPEN)
+    let escaped = text.replace("{{", OPEN);
+    match escaped.strip_suffix('{') {
+        Some(rest) => format!("{rest}{BRACE}"),
+        None => escaped,
+    }
 }
 
 /// `text` as a Go string literal, for an argument of an action (`fail "…"`): Go's escapes for
@@ -68,8 +78,27 @@ mod tests {
     fn every_opening_delimiter_becomes_an_action_that_prints_it() {
         assert_eq!(literal("plain }} text"), "plain }} text");
         assert_eq!(literal("{{ .Values.x }}"), r#"{{ "{{" }} .Values.x }}"#);
-        assert_eq!(literal("{{{"), r#"{{ "{{" }}{"#);
+        assert_eq!(literal("{{{"), r#"{{ "{{" }}{{ "{" }}"#);
+        assert_eq!(literal("{{"), r#"{{ "{{" }}"#);
         assert_eq!(literal("{{{{-"), r#"{{ "{{" }}{{ "{{" }}-"#);
+        assert_eq!(literal("a{b"), "a{b");
+    }
+
+    #[test]
+    fn a_literal_never_ends_in_a_brace_that_could_join_the_next_into_an_action() {
+        assert_eq!(literal("{"), r#"{{ "{" }}"#);
+        assert_eq!(literal("x{"), r#"x{{ "{" }}"#);
+        assert_eq!(literal("{x"), "{x");
+        // Side by side, or before a `{` of the template, the only `{{` are the escaping
+        // actions' own.
+        for joined in [
+            format!("{}{}", literal("a{"), literal("{b")),
+            format!("{}{{", literal("a{")),
+            format!("{}{}", literal("{"), literal("{")),
+        ] {
+            let unescaped = joined.replace(OPEN, "").replace(BRACE, "");
+            assert!(!unescaped.contains("{{"), "{joined}");
+        }
     }
 
     #[test]

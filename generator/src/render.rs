@@ -289,14 +289,9 @@ fn helm_context(operator: &Operator) -> Result<Context> {
     let model =
         tera::Value::try_from_serializable(operator).map_err(|e| template_error("model", &e))?;
     let literal = crate::go_template::literal_context(&model);
-    let exempt_label = operator
-        .webhooks
-        .as_ref()
-        .and_then(|w| w.exempt_label.as_ref());
     let hooks = crate::model::chart::HelmHooks::new(
         operator.krate.name.raw(),
         operator.deploy.namespace.raw(),
-        exempt_label.map(crate::text::Text::raw),
     );
     let mut context = Context::new();
     for (key, value) in literal.into_map().into_iter().flatten() {
@@ -406,11 +401,22 @@ fn finish(template: &Template, rendered: String) -> Result<String> {
         }
         Format::Hashed | Format::Markdown => rendered,
         Format::Json => {
-            serde_json::from_str::<serde_json::Value>(&rendered).map_err(|e| Error::Template {
+            let object = serde_json::from_str::<serde_json::Value>(&rendered)
+                .map_err(|e| format!("renders JSON that does not parse: {e}"))
+                .and_then(
+                    |value| match value.is_object() && rendered.starts_with("{\n") {
+                        true => Ok(rendered),
+                        false => Err(
+                            "renders JSON that is not an object opening on a line of its \
+                                  own, which the header's keys go after"
+                                .to_owned(),
+                        ),
+                    },
+                );
+            object.map_err(|reason| Error::Template {
                 template: template.output.to_owned(),
-                reason: format!("renders JSON that does not parse: {e}"),
-            })?;
-            rendered
+                reason,
+            })?
         }
     })
 }
@@ -452,6 +458,7 @@ fn header_saying(format: Format, provenance: &Provenance, note: &str, body: &str
 /// reserves for comments) on the first line, where every generated file says it is one, and
 /// the checksum of the rest of the object on the second.
 fn json_header_saying(provenance: &Provenance, note: &str, body: &str) -> String {
+    // `finish` made sure the body is an object opening with `{` on a line of its own.
     let rest = body.strip_prefix("{\n").unwrap_or(body);
     let comment = serde_json::Value::from(format!(
         "{GENERATED_MARK} {}. {note} Regenerate with `{}` in this crate's folder.",
@@ -813,8 +820,8 @@ mod tests {
     }
 
     /// A chart's templates and the hooks read exactly the values the chart declares: a value
-    /// read but not declared would be refused by the schema, one declared but not read would
-    /// do nothing.
+    /// read but not declared would render as nothing, whatever a user set (the schema refuses
+    /// it), and one declared but not read would do nothing.
     #[test]
     fn a_chart_reads_every_value_it_declares_and_no_other() {
         use crate::model::chart::{Features, HelmHooks, value_paths};
@@ -826,8 +833,7 @@ mod tests {
         };
         let declared = value_paths(all);
         let value = regex::Regex::new(r"\.Values\.([A-Za-z][\w.]*\w)").expect("a valid pattern");
-        let hooks = serde_json::to_string(&HelmHooks::new("op", "ns", Some("skip/op")))
-            .expect("serializes");
+        let hooks = serde_json::to_string(&HelmHooks::new("op", "ns")).expect("serializes");
         let sources = operator_gen_templates::FILES
             .iter()
             .filter(|(name, _)| name.starts_with("deploy/"))
@@ -878,6 +884,26 @@ mod tests {
             engine(template.name).unwrap_or_else(|e| panic!("{}: {e}", template.name));
         }
         assert!(engine("missing.rs.tera").is_err());
+    }
+
+    #[test]
+    fn a_json_file_carries_its_header_as_keys_and_stays_json_its_checksum_pristine() {
+        let operator = imported("");
+        let provenance = &operator.krate.provenance;
+        let body = "{\n  \"type\": \"object\"\n}\n";
+        let file = header_saying(Format::Json, provenance, "Do not edit.", body);
+        let value: serde_json::Value = serde_json::from_str(&file).expect("still JSON");
+        assert_eq!(value["type"], "object");
+        let comment = value["$comment"].as_str().expect("a comment key");
+        assert!(comment.starts_with(GENERATED_MARK), "{comment}");
+        assert!(
+            file.lines()
+                .next()
+                .is_some_and(|line| line.contains(GENERATED_MARK))
+        );
+        assert!(crate::write_plan::is_pristine(&file), "{file}");
+        let edited = file.replace("\"object\"", "\"array\"");
+        assert!(!crate::write_plan::is_pristine(&edited), "{edited}");
     }
 
     #[test]

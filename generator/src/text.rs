@@ -258,7 +258,7 @@ printable!(JsonDocument);
 impl JsonDocument {
     pub fn new(value: &serde_json::Value) -> Self {
         // A `Value` always serializes.
-        Self(serde_json::to_string_pretty(value).unwrap_or_default() + "\n")
+        Self(serde_json::to_string_pretty(value).unwrap_or_default())
     }
 }
 

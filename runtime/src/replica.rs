@@ -92,6 +92,11 @@ impl Replica {
         })
     }
 
+    /// The ring it is a shard of: the operator's name.
+    pub(crate) fn ring(&self) -> &str {
+        &self.ring
+    }
+
     /// This replica's shard: the value of the shard label on its objects.
     pub fn name(&self) -> &str {
         &self.name
@@ -205,15 +210,16 @@ impl Replica {
 
 /// Runs `replica` until the operator is asked to stop: `term` reconciles its shard whenever its
 /// fence holds, and while it leads `election` (always campaigned for, whatever
-/// `--leader-election` says) it also runs the sharder that places the primaries of `kinds`,
-/// in `objects_namespace` or in every namespace, on the ring's shards. `metrics` follow the
+/// `--leader-election` says) it also runs the sharder that places the primaries of `kinds`
+/// that `objects` selects ([`crate::sharding::objects_in`] a namespace or every one) on the
+/// ring's shards. `metrics` follow the
 /// replica's terms, and say whether it runs the sharder and how many objects the sharder could
 /// not place.
 pub async fn run_sharded<F, Fut>(
     replica: &Replica,
     election: Election,
     metrics: &Metrics,
-    objects_namespace: Option<&str>,
+    objects: watcher::Config,
     kinds: &[ApiResource],
     term: F,
 ) -> Result<(), leader::Error>
@@ -226,12 +232,13 @@ where
     let sharder_metrics = Metrics::new(ReadyWhen::WatchesListed(0));
     let sharder = election.run(&sharder_metrics, |term| {
         let client = replica.client.clone();
+        let objects = objects.clone();
         async move {
             let placed = sharding::run_listing(
                 client,
                 &replica.ring,
                 &replica.namespace,
-                objects_namespace,
+                objects,
                 kinds,
                 replica.initial_list,
                 metrics,

@@ -96,12 +96,27 @@ pub struct Options<K: 'static> {
     pub debounce: Duration,
     /// Where the operator watches.
     pub scope: Scope,
-    /// Whether the primaries in the operator's own namespace (the pod's) are left alone. Set
-    /// for an operator of built-in kinds that runs in a namespace of its own: there its own
-    /// Deployment, pods and Secrets are of the kinds it reconciles, and reconciling them, it
-    /// would own and finalize its own workload, which then outlives an uninstall that takes
-    /// the operator's RBAC with it. Its admission webhooks leave that namespace alone too.
-    pub leaves_own_namespace: bool,
+    /// Whether the objects of the operator's own workload are left alone: its Deployment and
+    /// pods, its Service and its webhooks' Secret, which carry [`OWN_WORKLOAD_LABEL`] with the
+    /// operator's name. Set for an operator of built-in kinds, whose own workload is of the
+    /// kinds it reconciles: reconciling it, the operator would own and finalize its own
+    /// Deployment, which would then outlive an uninstall that takes the operator's RBAC with it.
+    pub leaves_own_workload: bool,
+}
+
+/// The label with the operator's name on every object of its own workload that `deploy/` and
+/// its Helm chart make: what [`Options::leaves_own_workload`] leaves alone.
+pub const OWN_WORKLOAD_LABEL: &str = "app.kubernetes.io/name";
+
+/// `config` without the objects of the operator `name`'s own workload ([`OWN_WORKLOAD_LABEL`]),
+/// as well as the labels it selects already.
+pub fn without_own_workload(config: watcher::Config, name: &str) -> watcher::Config {
+    let own = format!("{OWN_WORKLOAD_LABEL}!={name}");
+    let labels = match config.label_selector.as_deref() {
+        Some(selected) => format!("{selected},{own}"),
+        None => own,
+    };
+    config.labels(&labels)
 }
 
 impl<K> Options<K> {
@@ -373,7 +388,7 @@ impl<'a> Watches<'a> {
 ///     concurrency: 16,
 ///     debounce: Duration::ZERO,
 ///     scope: Scope::Namespace,
-///     leaves_own_namespace: false,
+///     leaves_own_workload: false,
 /// };
 ///
 /// /// The operator's own hook: read from the context's caches, write what differs.
@@ -431,11 +446,11 @@ where
     }
 
     /// The watch of the primaries this replica reconciles: with `--sharding`, those placed on
-    /// its `shard`; outside the operator's own namespace when its options say so.
+    /// its `shard`; none of the operator's own workload when its options say so.
     fn primaries(&self, shard: Option<&Replica>) -> watcher::Config {
         let config = shard.map_or_else(watcher::Config::default, Replica::primaries);
-        match self.options.leaves_own_namespace {
-            true => config.fields(&format!("metadata.namespace!={}", self.pod_namespace)),
+        match self.options.leaves_own_workload {
+            true => without_own_workload(config, self.options.name),
             false => config,
         }
     }
@@ -555,6 +570,9 @@ where
 pub struct Shards {
     replica: Option<Arc<Replica>>,
     kinds: Vec<ApiResource>,
+    /// Whether the sharder leaves the operator's own workload unplaced, as the controllers
+    /// leave it unreconciled ([`Options::leaves_own_workload`]).
+    leaves_own_workload: bool,
 }
 
 impl Shards {
@@ -563,6 +581,7 @@ impl Shards {
         Self {
             replica: None,
             kinds: Vec::new(),
+            leaves_own_workload: false,
         }
     }
 
@@ -585,7 +604,17 @@ impl Shards {
         Ok(Self {
             replica: Some(Arc::new(replica)),
             kinds: Vec::new(),
+            leaves_own_workload: false,
         })
+    }
+
+    /// The same, with the sharder leaving the operator's own workload unplaced: for the
+    /// controllers whose options leave it alone ([`Options::leaves_own_workload`]), which
+    /// never acknowledge a move of an object they do not watch.
+    #[must_use]
+    pub fn leaving_own_workload(mut self, leave: bool) -> Self {
+        self.leaves_own_workload = leave;
+        self
     }
 
     /// The same, with the objects of `K` placed on the ring too, once however often `K`
@@ -624,9 +653,23 @@ impl Shards {
     {
         match &self.replica {
             Some(replica) => {
-                run_sharded(replica, election, metrics, namespace, &self.kinds, term).await
+                let objects = self.placed(replica, namespace);
+                run_sharded(replica, election, metrics, objects, &self.kinds, term).await
             }
             None => election.run(metrics, term).await,
+        }
+    }
+}
+
+impl Shards {
+    /// What the sharder of `replica`'s ring places: the objects of the kinds that joined, in
+    /// `namespace` or every namespace, and none of the operator's own workload when its
+    /// controllers leave it alone.
+    fn placed(&self, replica: &Replica, namespace: Option<&str>) -> watcher::Config {
+        let objects = sharding::objects_in(namespace);
+        match self.leaves_own_workload {
+            true => without_own_workload(objects, replica.ring()),
+            false => objects,
         }
     }
 }
@@ -872,7 +915,7 @@ mod tests {
         concurrency: 4,
         debounce: Duration::ZERO,
         scope: Scope::Namespace,
-        leaves_own_namespace: false,
+        leaves_own_workload: false,
     };
 
     fn pod(generation: Option<i64>, finalizers: &[&str], label: &str) -> Pod {
@@ -1059,6 +1102,7 @@ mod tests {
         let sharded = elected.shards(Shards {
             replica,
             kinds: Vec::new(),
+            leaves_own_workload: false,
         });
         let selector = sharded.watches(&metrics).managed.label_selector;
         let selector = selector.expect("a selector");
@@ -1067,35 +1111,52 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn an_operator_that_leaves_its_own_namespace_watches_its_primaries_outside_it() {
+    async fn an_operator_that_leaves_its_own_workload_watches_no_object_labelled_with_its_name() {
         let client = crate::testing::offline_client();
         let common = Common::default();
         let runner = Runner::new(client.clone(), &OPTIONS, &common, "ops");
-        let everywhere = runner.primaries(None);
-        assert_eq!(everywhere.field_selector, None);
+        assert_eq!(runner.primaries(None).label_selector, None);
         let leaving = Options {
-            leaves_own_namespace: true,
+            leaves_own_workload: true,
             ..OPTIONS
         };
         let runner = Runner::new(client.clone(), &leaving, &common, "ops");
-        let outside = runner.primaries(None);
         assert_eq!(
-            outside.field_selector.as_deref(),
-            Some("metadata.namespace!=ops")
+            runner.primaries(None).label_selector.as_deref(),
+            Some("app.kubernetes.io/name!=widget-operator")
         );
         let replica = Replica::new(client, "ops", "widget-0", OPTIONS.name, 15);
         let replica = replica.expect("a valid shard name");
-        let sharded = runner.primaries(Some(&replica));
-        assert_eq!(
-            sharded.field_selector.as_deref(),
-            Some("metadata.namespace!=ops")
-        );
+        let sharded = runner.primaries(Some(&replica)).label_selector;
+        let sharded = sharded.expect("a selector");
         assert!(
-            sharded
-                .label_selector
-                .is_some_and(|labels| labels.ends_with("=widget-0")),
-            "still only its shard"
+            sharded.ends_with("=widget-0,app.kubernetes.io/name!=widget-operator"),
+            "still only its shard: {sharded}"
         );
+    }
+
+    #[tokio::test]
+    async fn the_sharder_leaves_the_own_workload_unplaced_when_the_controllers_do() {
+        let client = crate::testing::offline_client();
+        let replica = Replica::new(client, "ops", "widget-0", OPTIONS.name, 15);
+        let replica = replica.expect("a valid shard name");
+        let shards = Shards {
+            replica: None,
+            kinds: Vec::new(),
+            leaves_own_workload: false,
+        };
+        let everything = shards.placed(&replica, Some("apps"));
+        assert_eq!(everything.label_selector, None);
+        assert_eq!(
+            everything.field_selector.as_deref(),
+            Some("metadata.namespace=apps")
+        );
+        let leaving = shards.leaving_own_workload(true).placed(&replica, None);
+        assert_eq!(
+            leaving.label_selector.as_deref(),
+            Some("app.kubernetes.io/name!=widget-operator")
+        );
+        assert_eq!(leaving.field_selector, None);
     }
 
     #[tokio::test]
@@ -1153,7 +1214,7 @@ mod tests {
             concurrency: 0,
             debounce: Duration::ZERO,
             scope: Scope::Cluster,
-            leaves_own_namespace: false,
+            leaves_own_workload: false,
         };
         async fn run_with<R: Send + Sync + 'static>(
             ctx: Arc<KindContext<ConfigMap>>,
@@ -1190,7 +1251,7 @@ mod tests {
             concurrency: 0,
             debounce: Duration::ZERO,
             scope: Scope::Cluster,
-            leaves_own_namespace: false,
+            leaves_own_workload: false,
         };
         async fn run_for<K: Watched + Serialize, R: Send + Sync + 'static>(
             options: &Options<K>,

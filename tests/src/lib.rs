@@ -186,17 +186,19 @@ pub fn memory_mib(field: &str) -> f64 {
     kib / 1024.0
 }
 
+/// The path of a real CRD in `../shared/crds`, as a command line would give it.
+pub fn shared_crd(path: &str) -> String {
+    workspace_root()
+        .join("../shared/crds")
+        .join(path)
+        .display()
+        .to_string()
+}
+
 /// One `operator-gen new` of each archetype, by name: what the scaffold test builds and
 /// `cargo xtask charts --scaffold` checks the charts of. The imported and dynamic ones are
 /// real CRDs from `../shared/crds`.
 pub fn archetypes() -> Vec<(&'static str, NewPrimary)> {
-    let shared_crd = |path: &str| {
-        workspace_root()
-            .join("../shared/crds")
-            .join(path)
-            .display()
-            .to_string()
-    };
     let crd = |path: &str, dynamic: bool| NewPrimary::Crd {
         source: shared_crd(path),
         kind: None,

@@ -9,15 +9,7 @@ use operator_gen::{
     manifest::Derived,
     scaffold::{NewOperator, NewPrimary, create},
 };
-use operator_gen_tests::{cargo_test_batch, runtime_from, workspace_root};
-
-fn shared_crd(path: &str) -> String {
-    workspace_root()
-        .join("../shared/crds")
-        .join(path)
-        .display()
-        .to_string()
-}
+use operator_gen_tests::{cargo_test_batch, runtime_from, shared_crd};
 
 fn imported(dir: &Path) -> NewOperator {
     NewOperator {

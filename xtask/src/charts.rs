@@ -24,7 +24,7 @@ use std::{
 
 use anyhow::{Context as _, Result, bail};
 use clap::Args;
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use crate::cluster::{self, Cluster, OperatorCrate};
 
@@ -80,7 +80,7 @@ pub fn run(args: ChartsArgs) -> Result<ExitCode> {
     }
     println!(
         "charts: {} linted with `helm lint --strict`, {} modes compared with kustomize's \
-         objects, {} failed",
+         objects, every value set and a wrong one refused in each; {} failed",
         crates.len(),
         compared.into_inner().expect("no panic held it"),
         failures.len()
@@ -107,9 +107,15 @@ fn crates_in(folders: &[PathBuf]) -> Result<Vec<OperatorCrate>> {
                 crates.extend(cluster::operator_crate(dir)?);
                 continue;
             }
-            let entries =
-                std::fs::read_dir(&dir).with_context(|| format!("reading {}", dir.display()));
-            for entry in entries.into_iter().flatten().flatten() {
+            let entries = match std::fs::read_dir(&dir) {
+                Ok(entries) => entries,
+                // A folder given must be there; one found below it may be gone (a build's).
+                Err(error) if folders.contains(&dir) => {
+                    return Err(error).with_context(|| format!("reading {}", dir.display()));
+                }
+                Err(_) => continue,
+            };
+            for entry in entries.flatten() {
                 if entry.file_type().is_ok_and(|t| t.is_dir()) {
                     deeper.push(entry.path());
                 }
@@ -162,16 +168,14 @@ fn scaffold_batch(root: &Path) -> Result<Vec<OperatorCrate>> {
 /// One crate's chart: linted, then compared in every mode; how many modes were compared.
 fn check(tools: &Tools, operator: &OperatorCrate) -> Result<usize> {
     let chart = operator.dir.join("deploy/chart");
-    let lint = run_tool(
+    // `--strict` fails on a warning as on an error, saying which.
+    run_tool(
         Command::new(&tools.helm)
             .arg("lint")
             .arg("--strict")
             .arg(&chart)
             .args(["--namespace", &operator.namespace]),
     )?;
-    if lint.contains("[WARNING]") || lint.contains("[ERROR]") {
-        bail!("`helm lint --strict` found problems:\n{lint}");
-    }
     let mut modes = vec![
         Mode {
             name: "default values",
@@ -211,7 +215,7 @@ fn check(tools: &Tools, operator: &OperatorCrate) -> Result<usize> {
         });
     }
     for mode in &modes {
-        let helm = helm_objects(tools, operator, mode)?;
+        let helm = helm_objects(tools, operator, &mode.values)?;
         let mut kustomize = BTreeMap::new();
         for dir in mode.kustomize {
             let built = run_tool(
@@ -219,8 +223,13 @@ fn check(tools: &Tools, operator: &OperatorCrate) -> Result<usize> {
                     .arg("kustomize")
                     .arg(operator.dir.join(dir)),
             )?;
-            kustomize
-                .extend(objects(&built).with_context(|| format!("reading kustomize's {dir}"))?);
+            for (key, object) in
+                objects(&built).with_context(|| format!("reading kustomize's {dir}"))?
+            {
+                if kustomize.insert(key.clone(), object).is_some() {
+                    bail!("{key} is in more than one of {}", mode.kustomize.join(", "));
+                }
+            }
         }
         // `helm install --create-namespace` makes the namespace; the chart holds none.
         kustomize.retain(|key, _| key.kind != "Namespace");
@@ -228,6 +237,10 @@ fn check(tools: &Tools, operator: &OperatorCrate) -> Result<usize> {
         for object in kustomize.values_mut() {
             without_helms_annotations(object);
         }
+        let helm: BTreeMap<ObjectKey, Value> = helm
+            .into_iter()
+            .filter(|(key, _)| !mode.without.contains(&key.kind.as_str()))
+            .collect();
         let differences = differences(&kustomize, &helm);
         if !differences.is_empty() {
             bail!(
@@ -238,7 +251,134 @@ fn check(tools: &Tools, operator: &OperatorCrate) -> Result<usize> {
             );
         }
     }
+    every_value_reaches_the_deployment(tools, operator)?;
+    bad_values_are_refused(tools, operator)?;
     Ok(modes.len())
+}
+
+/// With every value changed from its default, each reaches the Deployment as it should: the
+/// branches the modes above never render.
+fn every_value_reaches_the_deployment(tools: &Tools, operator: &OperatorCrate) -> Result<()> {
+    let defaults = chart_defaults(operator)?;
+    let mut values = vec![
+        "replicas=0",
+        "leaderElection=false",
+        "metricsPort=9090",
+        "logFormat=pretty",
+        "logLevel=debug",
+        "image.repository=registry.example/operator",
+        // Digits, which `--set` reads as an integer.
+        "image.tag=20260611",
+        "resources.limits.memory=1Gi",
+    ];
+    let has = |key: &str| !defaults[key].is_null();
+    if has("sharding") {
+        values.push("sharding=false");
+    }
+    if has("crds") {
+        values.push("crds.install=false");
+    }
+    let values: Vec<String> = values.into_iter().map(str::to_owned).collect();
+    let objects = helm_objects(tools, operator, &values)?;
+    if objects
+        .keys()
+        .any(|key| key.kind == "CustomResourceDefinition")
+    {
+        bail!("with crds.install=false the chart still installs the CRD");
+    }
+    let deployment = objects
+        .iter()
+        .find(|(key, _)| key.kind == "Deployment")
+        .map(|(_, object)| object)
+        .context("the chart installs no Deployment")?;
+    let container = &deployment["spec"]["template"]["spec"]["containers"][0];
+    let env = |name: &str| {
+        container["env"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|var| var["name"] == name)
+            .map(|var| var["value"].clone())
+    };
+    let port = container["ports"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|port| port["name"] == "http")
+        .map(|port| port["containerPort"].clone());
+    let found = [
+        ("replicas", deployment["spec"]["replicas"].clone(), json!(0)),
+        (
+            "image",
+            container["image"].clone(),
+            json!("registry.example/operator:20260611"),
+        ),
+        (
+            "LEADER_ELECTION",
+            env("LEADER_ELECTION").into(),
+            json!("false"),
+        ),
+        ("SHARDING", env("SHARDING").into(), Value::Null),
+        (
+            "METRICS_ADDR",
+            env("METRICS_ADDR").into(),
+            json!("0.0.0.0:9090"),
+        ),
+        ("the http port", port.into(), json!(9090)),
+        ("LOG_FORMAT", env("LOG_FORMAT").into(), json!("pretty")),
+        ("RUST_LOG", env("RUST_LOG").into(), json!("debug")),
+        (
+            "the memory limit",
+            container["resources"]["limits"]["memory"].clone(),
+            json!("1Gi"),
+        ),
+        (
+            "the requests, left at their defaults",
+            container["resources"]["requests"].clone(),
+            defaults["resources"]["requests"].clone(),
+        ),
+    ];
+    for (what, got, wanted) in found {
+        if got != wanted {
+            bail!(
+                "with {} set, {what} is {got}, not {wanted}",
+                values.join(", ")
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Values of the wrong type, or that the chart does not have, are refused by helm itself,
+/// naming the value.
+fn bad_values_are_refused(tools: &Tools, operator: &OperatorCrate) -> Result<()> {
+    let defaults = chart_defaults(operator)?;
+    let mut bad = vec![
+        ("replicas=abc", "/replicas"),
+        ("replicsa=3", "replicsa"),
+        ("logFormat=xml", "/logFormat"),
+        ("resources.limit.memory=1Gi", "limit"),
+    ];
+    if !defaults["webhooks"]["url"].is_null() {
+        bad.push(("webhooks.url=http://127.0.0.1:8443", "/webhooks/url"));
+    }
+    for (value, named) in bad {
+        let values = vec![value.to_owned()];
+        match helm_objects(tools, operator, &values) {
+            Ok(_) => bail!("helm accepted --set {value}"),
+            Err(error) if format!("{error:#}").contains(named) => {}
+            Err(error) => bail!("--set {value} was refused without naming {named}: {error:#}"),
+        }
+    }
+    Ok(())
+}
+
+/// The chart's `values.yaml`, as helm reads it.
+fn chart_defaults(operator: &OperatorCrate) -> Result<Value> {
+    let path = operator.dir.join("deploy/chart/values.yaml");
+    let text =
+        std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+    serde_saphyr::from_str(&text).with_context(|| format!("reading {}", path.display()))
 }
 
 /// One way to install a chart, and the kustomize folders that install the same.
@@ -250,23 +390,27 @@ struct Mode {
     without: &'static [&'static str],
 }
 
+/// The release name the checks render with: a chart's objects do not depend on it (a crate's
+/// own name may be longer than helm allows a release's).
+const RELEASE: &str = "release";
+
+/// The objects `helm template` renders with `values` set.
 fn helm_objects(
     tools: &Tools,
     operator: &OperatorCrate,
-    mode: &Mode,
+    values: &[String],
 ) -> Result<BTreeMap<ObjectKey, Value>> {
     let mut template = Command::new(&tools.helm);
     template
         .arg("template")
-        .arg(&operator.name)
+        .arg(RELEASE)
         .arg(operator.dir.join("deploy/chart"))
         .args(["--namespace", &operator.namespace]);
-    for value in &mode.values {
+    for value in values {
         template.args(["--set", value]);
     }
     let rendered = run_tool(&mut template)?;
     let mut objects = objects(&rendered).context("reading `helm template`'s output")?;
-    objects.retain(|key, _| !mode.without.contains(&key.kind.as_str()));
     for object in objects.values_mut() {
         without_helms_annotations(object);
     }

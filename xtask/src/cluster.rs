@@ -443,6 +443,7 @@ impl Cluster {
 }
 
 /// An operator crate of the workspace.
+#[derive(Clone)]
 pub struct OperatorCrate {
     /// Its package name, which is also its ServiceAccount's name.
     pub name: String,

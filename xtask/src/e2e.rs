@@ -112,10 +112,8 @@ pub fn run(args: E2eArgs) -> Result<std::process::ExitCode> {
         .iter()
         .filter(|c| helm::HELM_CRATES.contains(&c.name.as_str()))
     {
-        let name = operator.name.clone();
-        let operator = cluster::operator_crate(operator.dir.clone())?
-            .with_context(|| format!("{name} is no operator crate"))?;
-        let mut suite = Suite::new(env_for(logs.join(format!("{name}-helm"))), operator)?;
+        let logs = logs.join(format!("{}-helm", operator.name));
+        let mut suite = Suite::new(env_for(logs), operator.clone())?;
         let result = suite.timed(Suite::helm_lifecycle);
         suite.stop_all();
         let (p, f) = report(&suite, vec![(helm::CHECK, result)]);
@@ -1615,7 +1613,19 @@ impl Suite {
         Ok(String::from_utf8_lossy(&output.stdout).into_owned())
     }
 
+    /// Whether `kubectl get … --ignore-not-found` (`args`) found the object: it prints
+    /// nothing when there is none, and fails, rather than saying so, when it cannot tell.
+    fn admin_found(&self, args: &[&str]) -> Result<bool> {
+        let stdout = self.admin_stdout(args)?;
+        Ok(!stdout.iter().all(u8::is_ascii_whitespace))
+    }
+
     fn admin_json(&self, args: &[&str]) -> Result<Value> {
+        Ok(serde_json::from_slice(&self.admin_stdout(args)?)?)
+    }
+
+    /// What `kubectl args` printed, or what it said when it failed.
+    fn admin_stdout(&self, args: &[&str]) -> Result<Vec<u8>> {
         let output = self.kubectl_command(args).output()?;
         if !output.status.success() {
             bail!(
@@ -1624,7 +1634,7 @@ impl Suite {
                 String::from_utf8_lossy(&output.stderr).trim()
             );
         }
-        Ok(serde_json::from_slice(&output.stdout)?)
+        Ok(output.stdout)
     }
 
     fn kubectl_command(&self, args: &[&str]) -> Command {

@@ -30,8 +30,11 @@ pub struct Chart {
     pub values_table: Vec<ValueRow>,
     /// The CRD the chart installs (imported and dynamic operators), kept on uninstall.
     pub crd_yaml: Option<YamlDocument>,
-    /// The commands that install the chart: the namespace first when it is the operator's own
-    /// (`deploy/base/namespace.yaml`, with the labels it needs), then `helm install`.
+    /// The release the README's commands name: the crate's name, cut to the 53 characters
+    /// helm allows a release name.
+    pub release: Text,
+    /// The command that installs the chart, creating the namespace when it is the operator's
+    /// own.
     pub install: Vec<Text>,
     /// The Helm conditions shared templates print in the chart; absent from the model, and
     /// added only to the chart's context, after its text was made literal ([`HelmHooks`]).
@@ -68,11 +71,13 @@ enum Kind {
         maximum: u32,
     },
     String,
+    /// An image tag, which `--set` reads as a number when it is digits (`20260611`).
+    Tag,
     /// An `https://` URL without a path, or nothing.
     BaseUrl,
     OneOf(&'static [&'static str]),
-    /// A Kubernetes object the chart prints whole (`resources`).
-    Object,
+    /// A container's `resources`, which the chart prints whole.
+    Resources,
 }
 
 /// One value: where it is, its type, its default and what it does.
@@ -96,14 +101,14 @@ fn settings(crate_name: &str, features: Features) -> Vec<Setting> {
         },
         Setting {
             path: &["image", "tag"],
-            kind: Kind::String,
+            kind: Kind::Tag,
             default: json!("latest"),
             doc: "The image's tag.",
         },
         Setting {
             path: &["replicas"],
             kind: Kind::Integer {
-                minimum: 1,
+                minimum: 0,
                 maximum: 1000,
             },
             default: json!(if features.sharding { 3 } else { 2 }),
@@ -158,7 +163,7 @@ fn settings(crate_name: &str, features: Features) -> Vec<Setting> {
         },
         Setting {
             path: &["resources"],
-            kind: Kind::Object,
+            kind: Kind::Resources,
             default: json!({
                 "requests": {"cpu": "50m", "memory": "64Mi"},
                 "limits": {"memory": "256Mi"},
@@ -229,7 +234,8 @@ const CERT_MANAGER: &str = "cert-manager";
 /// `own_namespace`), whose CRD, when it installs one, is `crd`.
 pub fn chart(
     crate_name: &str,
-    (namespace, own_namespace): (&str, bool),
+    namespace: &str,
+    own_namespace: bool,
     features: Features,
     crd: Option<&CustomResourceDefinition>,
 ) -> Result<Chart, serde_saphyr::ser::Error> {
@@ -242,24 +248,34 @@ pub fn chart(
         values_schema: JsonDocument::new(&schema(crate_name, &settings)),
         values_table: settings.iter().map(row).collect(),
         crd_yaml,
-        install: install(crate_name, namespace, own_namespace),
+        release: Text::new(release(crate_name)),
+        install: install(&release(crate_name), namespace, own_namespace),
         helm: None,
     })
 }
 
-/// The commands that install the chart into `namespace`: `deploy/` holds the operator's own
-/// namespace with its labels, which `helm --create-namespace` would make without them.
-fn install(crate_name: &str, namespace: &str, own_namespace: bool) -> Vec<Text> {
-    let mut commands = Vec::new();
-    if own_namespace {
-        commands.push(Text::new(
-            "kubectl apply --server-side -f deploy/base/namespace.yaml",
-        ));
-    }
-    commands.push(Text::new(format!(
-        "helm install {crate_name} deploy/chart --namespace {namespace} -f deploy/values.yaml"
-    )));
-    commands
+/// The longest release name helm takes: its Secret's name with helm's prefix and suffix must
+/// still be a valid label.
+const MAX_RELEASE_NAME: usize = 53;
+
+/// The release of `crate_name`'s chart: the crate's name, a DNS label, cut to
+/// [`MAX_RELEASE_NAME`] without a trailing `-`.
+fn release(crate_name: &str) -> String {
+    let cut: String = crate_name.chars().take(MAX_RELEASE_NAME).collect();
+    cut.trim_end_matches('-').to_owned()
+}
+
+/// The commands that install the chart as `release` into `namespace`, creating it when it is
+/// the operator's own.
+fn install(release: &str, namespace: &str, own_namespace: bool) -> Vec<Text> {
+    let create = if own_namespace {
+        " --create-namespace"
+    } else {
+        ""
+    };
+    vec![Text::new(format!(
+        "helm install {release} deploy/chart --namespace {namespace}{create} -f deploy/values.yaml"
+    ))]
 }
 
 /// `crd` with the annotation that has `helm uninstall` leave it.
@@ -305,7 +321,7 @@ fn values_yaml(settings: &[Setting]) -> Result<YamlDocument, serde_saphyr::ser::
         let value = YamlDocument::new(&setting.default)?;
         let value = value.as_str().trim_end();
         match setting.kind {
-            Kind::Object => {
+            Kind::Resources => {
                 yaml.push_str(&format!("{indent}{key}:\n"));
                 for line in value.lines() {
                     yaml.push_str(&format!("{indent}  {line}\n"));
@@ -315,7 +331,8 @@ fn values_yaml(settings: &[Setting]) -> Result<YamlDocument, serde_saphyr::ser::
         }
         previous = setting.path;
     }
-    Ok(YamlDocument::assembled(yaml))
+    // The template ends the file.
+    Ok(YamlDocument::assembled(yaml.trim_end().to_owned()))
 }
 
 /// `text` in lines of at most `width` characters, broken between words.
@@ -370,7 +387,22 @@ fn leaf_schema(setting: &Setting) -> Value {
         Kind::String => json!({"type": "string", "minLength": 1}),
         Kind::BaseUrl => json!({"type": "string", "pattern": "^(https://[^/\\s\"'#?]+)?$"}),
         Kind::OneOf(choices) => json!({"type": "string", "enum": choices}),
-        Kind::Object => json!({"type": "object"}),
+        Kind::Tag => json!({"type": ["string", "integer"], "minLength": 1}),
+        Kind::Resources => {
+            let quantities = json!({
+                "type": "object",
+                "additionalProperties": {"type": ["string", "number"]},
+            });
+            json!({
+                "type": "object",
+                "additionalProperties": false,
+                "properties": {
+                    "limits": quantities,
+                    "requests": quantities,
+                    "claims": {"type": "array", "items": {"type": "object"}},
+                },
+            })
+        }
     };
     leaf["description"] = json!(setting.doc);
     leaf["default"] = setting.default.clone();
@@ -384,7 +416,8 @@ fn row(setting: &Setting) -> ValueRow {
         Kind::String => "string".to_owned(),
         Kind::BaseUrl => "https:// URL, or empty".to_owned(),
         Kind::OneOf(choices) => format!("one of {}", choices.join(", ")),
-        Kind::Object => "object".to_owned(),
+        Kind::Tag => "string or integer".to_owned(),
+        Kind::Resources => "limits, requests and claims".to_owned(),
     };
     ValueRow {
         path: Text::new(setting.path.join(".")),
@@ -408,17 +441,11 @@ pub struct HelmHooks {
     pub webhooks_url: GoTemplate,
     /// Fails the render of a release in another namespace than the operator's.
     pub namespace_guard: GoTemplate,
-    /// Fails an install into a namespace without the label that exempts it from the
-    /// operator's own admission webhooks, which would otherwise gate the operator's own
-    /// Deployment: `lookup` asks the cluster, and finds nothing where there is none
-    /// (`helm template`, `helm lint`). Empty when nothing is exempt.
-    pub exempt_namespace_guard: GoTemplate,
 }
 
 impl HelmHooks {
-    /// The hooks of an operator that runs in `namespace` and is called `crate_name`, whose
-    /// namespace the label `exempt_label` exempts from its admission webhooks, if any.
-    pub fn new(crate_name: &str, namespace: &str, exempt_label: Option<&str>) -> Self {
+    /// The hooks of an operator that runs in `namespace` and is called `crate_name`.
+    pub fn new(crate_name: &str, namespace: &str) -> Self {
         let certificates = |mode: &str| {
             GoTemplate::composed(format!(
                 "{{{{- if eq .Values.webhooks.certificates {} }}}}",
@@ -430,24 +457,7 @@ impl HelmHooks {
              its webhooks' certificate, when it has webhooks): install it with --namespace \
              {namespace}, as deploy/chart/README.md says"
         );
-        let exempt_namespace_guard = exempt_label.map_or_else(String::new, |label| {
-            let message = format!(
-                "namespace {namespace} lacks the label {label}=true, which exempts it from \
-                 {crate_name}'s admission webhooks so that they never gate its own Deployment: \
-                 create it with `kubectl apply --server-side -f deploy/base/namespace.yaml`, or \
-                 `kubectl label namespace {namespace} {label}=true`"
-            );
-            format!(
-                "{{{{- $namespace := lookup \"v1\" \"Namespace\" \"\" .Release.Namespace }}}}\n\
-                 {{{{- if and $namespace (ne (index ($namespace.metadata.labels | default dict) {}) \"true\") }}}}\n\
-                 {{{{- fail {} }}}}\n\
-                 {{{{- end }}}}",
-                go_template::string(label),
-                go_template::string(&message)
-            )
-        });
         Self {
-            exempt_namespace_guard: GoTemplate::composed(exempt_namespace_guard),
             if_cert_manager: certificates(CERT_MANAGER),
             if_self_managed: certificates(SELF_MANAGED),
             else_: GoTemplate::composed("{{- else }}".to_owned()),
@@ -484,7 +494,7 @@ mod tests {
 
     #[test]
     fn values_yaml_nests_each_value_under_its_comment_and_parses_to_the_defaults() {
-        let chart = chart("op", ("ns", true), ALL, None).unwrap();
+        let chart = chart("op", "ns", true, ALL, None).unwrap();
         let yaml = chart.values_yaml.as_str();
         assert!(
             yaml.starts_with("image:\n  # The operator's image"),
@@ -506,7 +516,7 @@ mod tests {
     #[test]
     fn the_schema_types_every_value_and_refuses_undeclared_keys() {
         let schema: Value = serde_json::from_str(
-            chart("op", ("ns", true), ALL, None)
+            chart("op", "ns", true, ALL, None)
                 .unwrap()
                 .values_schema
                 .as_str(),
@@ -533,34 +543,46 @@ mod tests {
             crd: false,
         };
         let paths = value_paths(plain);
-        assert!(
-            !paths
-                .iter()
-                .any(|p| p == "sharding" || p.starts_with("webhooks") || p.starts_with("crds"))
-        );
-        let table = chart("op", ("ns", false), plain, None)
-            .unwrap()
-            .values_table;
-        assert_eq!(table.len(), paths.len());
-        let replicas = table
-            .iter()
-            .find(|row| row.path.raw() == "replicas")
-            .unwrap();
-        assert_eq!(replicas.default.raw(), "2");
-        assert!(value_paths(ALL).contains(&"webhooks.certificates".to_owned()));
-        let install = chart("op", ("default", false), plain, None)
-            .unwrap()
-            .install;
-        assert_eq!(install.len(), 1, "no namespace to create");
-        let own = chart("op", ("op", true), ALL, None).unwrap().install;
+        let optional =
+            |p: &String| p == "sharding" || p.starts_with("webhooks") || p.starts_with("crds");
+        assert!(!paths.iter().any(optional), "{paths:?}");
+        let table = chart("op", "ns", false, plain, None).unwrap().values_table;
+        let rows: Vec<&str> = table.iter().map(|row| row.path.raw()).collect();
+        assert_eq!(rows, paths, "a row per value, in values.yaml's order");
+        let replicas = table.iter().find(|row| row.path.raw() == "replicas");
+        let replicas = replicas.map(|row| row.default.raw());
+        assert_eq!(replicas, Some("2"), "leader election, not sharding");
+        let all = value_paths(ALL);
+        assert!(all.contains(&"webhooks.certificates".to_owned()));
+        assert!(all.contains(&"webhooks.url".to_owned()));
+    }
+
+    #[test]
+    fn a_long_crate_name_is_cut_to_a_release_name_helm_takes() {
+        let long = "c-applicationautoscaling-services-k8s-aws-scalingpolicies";
+        let cut = release(long);
+        assert_eq!(cut.len(), 53, "{cut}");
+        assert!(long.starts_with(&cut));
+        // Cut where a `-` would end it: one character shorter.
+        let dashed = format!("{}-tail", "a".repeat(52));
+        assert_eq!(release(&dashed), "a".repeat(52));
+        assert_eq!(release("short-name"), "short-name");
+    }
+
+    #[test]
+    fn the_install_command_creates_only_the_operators_own_namespace() {
+        let plain = chart("op", "default", false, ALL, None).unwrap().install;
         assert_eq!(
-            own[0].raw(),
-            "kubectl apply --server-side -f deploy/base/namespace.yaml"
+            plain[0].raw(),
+            "helm install op deploy/chart --namespace default -f deploy/values.yaml"
         );
+        let own = chart("op", "op", true, ALL, None).unwrap().install;
         assert!(
-            own[1]
+            own[0]
                 .raw()
-                .ends_with("--namespace op -f deploy/values.yaml")
+                .ends_with("--namespace op --create-namespace -f deploy/values.yaml"),
+            "{}",
+            own[0].raw()
         );
     }
 
@@ -571,7 +593,7 @@ mod tests {
             "spec": {"group": "b", "names": {"kind": "A", "plural": "as"}, "scope": "Namespaced", "versions": []},
         }))
         .unwrap();
-        let chart = chart("op", ("ns", true), ALL, Some(&crd)).unwrap();
+        let chart = chart("op", "ns", true, ALL, Some(&crd)).unwrap();
         let kept: Value = serde_saphyr::from_str(chart.crd_yaml.unwrap().as_str()).unwrap();
         assert_eq!(
             kept["metadata"]["annotations"]["helm.sh/resource-policy"],
@@ -583,17 +605,7 @@ mod tests {
 
     #[test]
     fn the_namespace_guard_names_the_namespace_only_as_a_go_string() {
-        let hooks = HelmHooks::new("op", "a\"}}{{ evil }}", None);
-        assert_eq!(hooks.exempt_namespace_guard.as_str(), "");
-        let exempt = HelmHooks::new("op", "ns", Some("skip/op"));
-        assert!(
-            exempt
-                .exempt_namespace_guard
-                .as_str()
-                .contains(r#"(index ($namespace.metadata.labels | default dict) "skip/op")"#),
-            "{}",
-            exempt.exempt_namespace_guard.as_str()
-        );
+        let hooks = HelmHooks::new("op", "a\"}}{{ evil }}");
         let guard = hooks.namespace_guard.as_str();
         assert!(
             guard.contains(r#"ne .Release.Namespace "a\"}}{{ evil }}""#),

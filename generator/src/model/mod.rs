@@ -174,10 +174,9 @@ pub struct Controller {
     /// Whether the operator watches only its own namespace, granted by a Role rather than a
     /// ClusterRole.
     pub namespace_scoped: bool,
-    /// Whether it leaves the primaries in its own namespace alone: an operator of built-in
-    /// kinds that watches the cluster from a namespace of its own, where its own workload is
-    /// of the kinds it reconciles (`operator_gen_runtime::run::Options::leaves_own_namespace`).
-    pub leaves_own_namespace: bool,
+    /// Whether it leaves its own workload alone: an operator of built-in kinds, of which its
+    /// own workload is (`operator_gen_runtime::run::Options::leaves_own_workload`).
+    pub leaves_own_workload: bool,
     /// The kinds reconciled, a controller each, and how generated items name them.
     pub reconciled: Reconciled,
 }
@@ -300,14 +299,7 @@ pub fn analyze(
         also_served,
         &bad,
     )?;
-    let controller = controller(
-        manifest,
-        &facts,
-        &resolved,
-        (&crate_name, own_namespace),
-        scope,
-        &bad,
-    )?;
+    let controller = controller(manifest, &facts, &resolved, &crate_name, scope, &bad)?;
     let krate = krate(
         manifest,
         flags,
@@ -328,7 +320,8 @@ pub fn analyze(
     )?;
     let chart = chart::chart(
         krate.name.raw(),
-        (deploy.namespace.raw(), deploy.own_namespace),
+        deploy.namespace.raw(),
+        deploy.own_namespace,
         chart::Features {
             sharding: controller.sharding,
             webhooks: webhooks.is_some(),
@@ -514,7 +507,7 @@ fn controller(
     manifest: &Manifest,
     facts: &primary::PrimaryFacts,
     resolved: &relations::Resolved,
-    (crate_name, own_namespace): (&str, bool),
+    crate_name: &str,
     scope: manifest::Scope,
     bad: &dyn Fn(&str, String) -> Error,
 ) -> Result<Controller> {
@@ -534,9 +527,7 @@ fn controller(
         shard_label: Text::new(format!("shard.operator-gen.io/{crate_name}")),
         drain_label: Text::new(format!("drain.operator-gen.io/{crate_name}")),
         namespace_scoped: scope == manifest::Scope::Namespace,
-        leaves_own_namespace: own_namespace
-            && scope == manifest::Scope::Cluster
-            && matches!(facts.archetype, Archetype::Builtin | Archetype::Generic),
+        leaves_own_workload: matches!(facts.archetype, Archetype::Builtin | Archetype::Generic),
         reconciled: Reconciled::new(facts.archetype, &primary.kinds),
     })
 }

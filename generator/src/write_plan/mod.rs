@@ -238,7 +238,7 @@ fn lf(text: &[u8]) -> Cow<'_, [u8]> {
 
 /// Whether an existing generated file still has the body its checksum line records, line
 /// endings aside. A file without a checksum line (an old or foreign file) counts as edited.
-fn is_pristine(existing: &str) -> bool {
+pub(crate) fn is_pristine(existing: &str) -> bool {
     let mut offset = 0;
     for line in existing.split_inclusive('\n') {
         offset += line.len();

@@ -68,13 +68,24 @@ pub async fn run(
         client,
         ring,
         lease_namespace,
-        objects_namespace,
+        objects_in(objects_namespace),
         kinds,
         initial_list,
         &metrics,
         stop,
     )
     .await
+}
+
+/// The watch of the objects a sharder places, in `namespace` or in every namespace. An Api of
+/// PartialObjectMeta lists and watches metadata only; a field selector narrows it to one
+/// namespace for any kind, where `Api::namespaced` would need a namespaced one.
+pub fn objects_in(namespace: Option<&str>) -> watcher::Config {
+    let config = watcher::Config::default();
+    match namespace {
+        Some(namespace) => config.fields(&format!("metadata.namespace={namespace}")),
+        None => config,
+    }
 }
 
 /// [`run`], its watches listing what exists as `initial_list` says, reporting to `metrics`
@@ -87,7 +98,7 @@ pub(crate) async fn run_listing(
     client: Client,
     ring: &str,
     lease_namespace: &str,
-    objects_namespace: Option<&str>,
+    objects: watcher::Config,
     kinds: &[ApiResource],
     initial_list: InitialList,
     metrics: &Metrics,
@@ -103,15 +114,9 @@ pub(crate) async fn run_listing(
     let lease_api = Api::<Lease>::namespaced(client.clone(), lease_namespace);
     let ring_leases = watcher::Config::default().labels(&format!("{RING_LABEL}={ring}"));
     let leases = lists::watch(lease_api.clone(), ring_leases, initial_list).retried();
-    // An Api of PartialObjectMeta lists and watches metadata only; a field selector narrows it
-    // to one namespace for any kind, where `Api::namespaced` would need a namespaced one.
-    let mut objects_config = watcher::Config::default();
-    if let Some(namespace) = objects_namespace {
-        objects_config = objects_config.fields(&format!("metadata.namespace={namespace}"));
-    }
     let objects = stream::select_all(kinds.iter().enumerate().map(|(index, kind)| {
         let api = Api::<Meta>::all_with(client.clone(), kind);
-        let events = lists::watch(api, objects_config.clone(), initial_list).retried();
+        let events = lists::watch(api, objects.clone(), initial_list).retried();
         events.map(move |event| (index, event)).boxed()
     }));
     tokio::pin!(leases, objects, stop);

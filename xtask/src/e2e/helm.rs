@@ -50,7 +50,7 @@ impl Suite {
         verified.and(cleaned)
     }
 
-    /// `helm install`, then the webhooks pointed at loopback and a token of the chart's
+    /// `helm install`, its webhooks calling loopback, and a token of the chart's
     /// ServiceAccount for the operator.
     fn helm_install(&mut self) -> Result<()> {
         // The ServiceAccount `Suite::new` made for the kustomize run: Helm installs only
@@ -66,12 +66,6 @@ impl Suite {
             ],
             None,
         )?;
-        // As the chart's README says: the operator's own namespace from `deploy/`, with the
-        // labels it needs, before the chart.
-        let namespace = self.dir.join("deploy/base/namespace.yaml");
-        if namespace.exists() {
-            self.admin(&["apply", "--server-side", "-f"], Some(&namespace))?;
-        }
         if let Some(crd) = &self.derived_crd {
             // A derived CRD is crdgen's output, which the chart cannot hold (its README says
             // to apply it first).
@@ -90,10 +84,7 @@ impl Suite {
         }
         // No pod runs here, so the API server calls the webhooks where the local run serves
         // them, as `deploy/local/` has it: the chart's value for that.
-        let loopback = format!(
-            "webhooks.url=https://127.0.0.1:{}",
-            super::webhooks::WEBHOOK_PORT
-        );
+        let loopback = format!("webhooks.url={}", operator_gen::model::LOCAL_WEBHOOK_BASE);
         if self.has_admission() {
             install.extend(["--set", &loopback]);
         }
@@ -172,11 +163,11 @@ impl Suite {
             let kind = object["kind"].as_str().unwrap_or_default();
             let name = object["metadata"]["name"].as_str().unwrap_or_default();
             kinds.insert(kind.to_owned());
-            let mut get = vec!["get", kind, name, "--ignore-not-found", "-o", "name"];
+            let mut get = vec!["get", kind, name, "--ignore-not-found", "-o", "json"];
             if let Some(namespace) = object["metadata"]["namespace"].as_str() {
                 get.extend(["-n", namespace]);
             }
-            let found = !self.admin_output(&get)?.trim().is_empty();
+            let found = self.admin_found(&get)?;
             let kept = kind == "CustomResourceDefinition";
             match (found, kept) {
                 (true, false) => left.push(format!("{kind} {name}")),
