@@ -110,7 +110,7 @@ pub const OWN_WORKLOAD_LABEL: &str = "app.kubernetes.io/name";
 
 /// `config` without the objects of the operator `name`'s own workload ([`OWN_WORKLOAD_LABEL`]),
 /// as well as the labels it selects already.
-pub fn without_own_workload(config: watcher::Config, name: &str) -> watcher::Config {
+pub(crate) fn without_own_workload(config: watcher::Config, name: &str) -> watcher::Config {
     let own = format!("{OWN_WORKLOAD_LABEL}!={name}");
     let labels = match config.label_selector.as_deref() {
         Some(selected) => format!("{selected},{own}"),

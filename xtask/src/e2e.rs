@@ -602,18 +602,17 @@ impl Suite {
         })
     }
 
+    /// Waits until the primary's CRD is served.
+    fn wait_established(&self) -> Result<()> {
+        let crd = format!("crd/{}", self.primary);
+        let wait = ["wait", "--for=condition=Established", "--timeout=60s", &crd];
+        self.admin(&wait, None)
+    }
+
     fn setup(&mut self) -> Result<()> {
         if let Some(crd) = &self.crd_path {
             self.admin(&["apply", "--server-side", "-f"], Some(crd))?;
-            self.admin(
-                &[
-                    "wait",
-                    "--for=condition=Established",
-                    "--timeout=60s",
-                    &format!("crd/{}", self.primary),
-                ],
-                None,
-            )?;
+            self.wait_established()?;
         }
         assert_least_privilege(&self.dir.join("deploy/base/rbac.yaml"))?;
         self.install_local()?;

@@ -474,7 +474,8 @@ impl HelmHooks {
 }
 
 /// The paths of every value a chart of `features` has, dotted: what its templates may read.
-pub fn value_paths(features: Features) -> Vec<String> {
+#[cfg(test)]
+pub(crate) fn value_paths(features: Features) -> Vec<String> {
     settings("operator", features)
         .iter()
         .map(|setting| setting.path.join("."))

@@ -38,8 +38,9 @@ mod membership;
 mod ring;
 mod sharder;
 
+pub(crate) use actor::objects_in;
+pub use actor::run as run_sharder;
 pub(crate) use actor::run_listing;
-pub use actor::{objects_in, run as run_sharder};
 pub(crate) use labels::is_label_value;
 pub use labels::{Decision, Labels, Placement};
 pub use member::Member;

@@ -90,15 +90,7 @@ impl Suite {
         }
         self.helm(&install)?;
         if self.crd_path.is_some() {
-            self.admin(
-                &[
-                    "wait",
-                    "--for=condition=Established",
-                    "--timeout=60s",
-                    &format!("crd/{}", self.primary),
-                ],
-                None,
-            )?;
+            self.wait_established()?;
         }
         self.kubeconfig = self
             .env
