@@ -152,6 +152,12 @@ impl Certificate {
         Some(certificate.validity().not_after.timestamp())
     }
 
+    /// The CA, PEM: what a test's client trusts.
+    #[cfg(test)]
+    pub(crate) fn ca_pem(&self) -> &[u8] {
+        &self.ca
+    }
+
     /// A rustls server configuration presenting this certificate.
     pub fn server_config(&self) -> Result<Arc<rustls::ServerConfig>, Error> {
         let unusable = |e: &dyn std::fmt::Display| Error::Unusable(e.to_string());

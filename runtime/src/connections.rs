@@ -15,7 +15,10 @@
 //!   what is behind it (a conversion's turn, a body's memory) for longer.
 //!
 //! The body of a request and the whole request have deadlines of their own, by route (see
-//! `request_budget`); the TLS handshake has axum-server's.
+//! `request_budget`); a TLS handshake has the headers' deadline.
+//!
+//! The server is hyper's HTTP/1 connection under these limits, with axum's router as its
+//! service: every port serves HTTP/1 only, so nothing here builds HTTP/2.
 
 use std::{
     future::Future,
@@ -26,13 +29,19 @@ use std::{
     time::Duration,
 };
 
-use axum_server::accept::Accept;
-use futures::future::BoxFuture;
+use axum::{Router, body::Body};
+use hyper::body::Incoming;
+use hyper_util::{
+    rt::{TokioIo, TokioTimer},
+    service::TowerToHyperService,
+};
 use tokio::{
     io::{AsyncRead, AsyncWrite, ReadBuf},
+    net::TcpStream,
     sync::{OwnedSemaphorePermit, Semaphore},
     time::Sleep,
 };
+use tower::ServiceExt as _;
 
 use crate::metrics::Metrics;
 
@@ -75,29 +84,110 @@ pub const ENDPOINTS: Limits = Limits {
 };
 
 impl Limits {
-    /// A server on `listener` that applies these limits, with `acceptor` (such as TLS) over
-    /// the capped, guarded connection.
-    pub fn server<A>(
-        &self,
+    /// Serves `routes` on `listener` over plain HTTP under these limits, until the process
+    /// ends; an error only if the listener cannot be used.
+    pub async fn serve_plain(
+        self,
         listener: std::net::TcpListener,
-        acceptor: impl FnOnce(Capped) -> A,
+        routes: Router,
         metrics: &Arc<Metrics>,
-    ) -> io::Result<axum_server::Server<std::net::SocketAddr, A>> {
-        let capped = Capped::new(*self, Arc::clone(metrics));
-        let mut server = axum_server::from_tcp(listener)?.acceptor(acceptor(capped));
-        server
-            .http_builder()
-            .http1()
-            .header_read_timeout(self.headers);
-        Ok(server.first_request_timeout(self.headers))
+    ) -> io::Result<()> {
+        self.serve(listener, routes, |stream| async { Ok(stream) }, metrics)
+            .await
+    }
+
+    /// Serves `routes` on `listener` under these limits, each connection capped and guarded,
+    /// then through `handshake` (TLS, say) within the headers' deadline, until the process
+    /// ends; an error only if the listener cannot be used.
+    pub async fn serve<H, Fut, Io>(
+        self,
+        listener: std::net::TcpListener,
+        routes: Router,
+        handshake: H,
+        metrics: &Arc<Metrics>,
+    ) -> io::Result<()>
+    where
+        H: Fn(Guarded<TcpStream>) -> Fut,
+        Fut: Future<Output = io::Result<Io>> + Send + 'static,
+        Io: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    {
+        listener.set_nonblocking(true)?;
+        let listener = tokio::net::TcpListener::from_std(listener)?;
+        let capped = Capped::new(self, Arc::clone(metrics));
+        loop {
+            let stream = match listener.accept().await {
+                Ok((stream, _)) => stream,
+                Err(error) => {
+                    // Out of open files, say: wait rather than spin, and keep accepting.
+                    tracing::debug!(%error, port = self.port, "could not accept a connection");
+                    tokio::time::sleep(ACCEPT_RETRY).await;
+                    continue;
+                }
+            };
+            let Some(guarded) = capped.admit(stream) else {
+                continue;
+            };
+            let handshake = tokio::time::timeout(self.headers, handshake(guarded));
+            tokio::spawn(self.connection(handshake, routes.clone()));
+        }
+    }
+
+    /// One connection, from its handshake to its close: hyper's HTTP/1, with the headers'
+    /// deadline, serving `routes`.
+    async fn connection<Io>(
+        self,
+        handshake: impl Future<Output = Result<io::Result<Io>, tokio::time::error::Elapsed>>,
+        routes: Router,
+    ) where
+        Io: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    {
+        let io = match handshake.await {
+            Ok(Ok(io)) => io,
+            Ok(Err(error)) => {
+                tracing::debug!(%error, port = self.port, "a connection's handshake failed");
+                return;
+            }
+            Err(_) => {
+                tracing::debug!(port = self.port, "a connection's handshake took too long");
+                return;
+            }
+        };
+        let service = routes.map_request(|request: http::Request<Incoming>| request.map(Body::new));
+        let served = hyper::server::conn::http1::Builder::new()
+            .timer(TokioTimer::new())
+            .header_read_timeout(self.headers)
+            .serve_connection(TokioIo::new(io), TowerToHyperService::new(service))
+            .await;
+        if let Err(error) = served {
+            tracing::debug!(%error, port = self.port, "a connection ended with an error");
+        }
     }
 }
+
+#[cfg(test)]
+impl Limits {
+    /// Serves `routes` under these limits on a loopback port, plain HTTP, in a task of its own;
+    /// returns its address.
+    pub(crate) fn serve_on_loopback(
+        self,
+        routes: Router,
+        metrics: &Arc<Metrics>,
+    ) -> std::net::SocketAddr {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a loopback port");
+        let addr = listener.local_addr().expect("its address");
+        let metrics = Arc::clone(metrics);
+        tokio::spawn(async move { self.serve_plain(listener, routes, &metrics).await });
+        addr
+    }
+}
+
+/// How long to wait before accepting again after accepting failed.
+const ACCEPT_RETRY: Duration = Duration::from_millis(50);
 
 /// Accepts a connection only while fewer than [`Limits::max_connections`] are open, sets
 /// `TCP_NODELAY` on it (an answer streamed in chunks would otherwise wait on the client's
 /// delayed acknowledgement of the one before, some 40 ms each), and guards its writes.
-#[derive(Clone)]
-pub struct Capped {
+struct Capped {
     limits: Limits,
     open: Arc<Semaphore>,
     metrics: Arc<Metrics>,
@@ -112,27 +202,16 @@ impl Capped {
             metrics,
         }
     }
-}
 
-impl<S: Send + 'static> Accept<tokio::net::TcpStream, S> for Capped {
-    type Stream = Guarded<tokio::net::TcpStream>;
-    type Service = S;
-    type Future = BoxFuture<'static, io::Result<(Self::Stream, S)>>;
-
-    fn accept(&self, stream: tokio::net::TcpStream, service: S) -> Self::Future {
+    /// `stream`, guarded and holding a slot; `None`, counted, and closed when every slot is
+    /// taken or the socket cannot be set up.
+    fn admit(&self, stream: TcpStream) -> Option<Guarded<TcpStream>> {
         let Ok(slot) = Arc::clone(&self.open).try_acquire_owned() else {
             self.metrics.connection_refused(self.limits.port);
-            let refused = io::Error::other(format!(
-                "{} connections are open on the {} port already",
-                self.limits.max_connections, self.limits.port
-            ));
-            return Box::pin(std::future::ready(Err(refused)));
+            return None;
         };
-        let stalled_write = self.limits.stalled_write;
-        Box::pin(async move {
-            stream.set_nodelay(true)?;
-            Ok((Guarded::new(stream, slot, stalled_write), service))
-        })
+        stream.set_nodelay(true).ok()?;
+        Some(Guarded::new(stream, slot, self.limits.stalled_write))
     }
 }
 
@@ -282,16 +361,8 @@ mod tests {
         Arc::new(Metrics::new(ReadyWhen::WatchesListed(0)))
     }
 
-    /// Serves `router` with `limits` on a loopback port, plain HTTP; returns its address.
     async fn serve(limits: Limits, router: axum::Router, metrics: &Arc<Metrics>) -> SocketAddr {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-        listener.set_nonblocking(true).expect("nonblocking");
-        let addr = listener.local_addr().expect("an address");
-        let server = limits
-            .server(listener, |capped| capped, metrics)
-            .expect("a server");
-        tokio::spawn(server.serve(router.into_make_service()));
-        addr
+        limits.serve_on_loopback(router, metrics)
     }
 
     async fn get(addr: SocketAddr, path: &str) -> io::Result<String> {
@@ -380,6 +451,17 @@ mod tests {
         }
         let answer = get(addr, "/").await.expect("an answer");
         assert!(answer.contains("hello"), "{answer}");
+    }
+
+    #[tokio::test]
+    async fn a_client_that_connects_and_sends_nothing_is_closed_after_the_headers_deadline() {
+        let metrics = metrics();
+        let addr = serve(TIGHT, hello(), &metrics).await;
+        let mut silent = tokio::net::TcpStream::connect(addr).await.expect("connect");
+        let mut rest = Vec::new();
+        let closed = tokio::time::timeout(TIGHT.headers * 3, silent.read_to_end(&mut rest)).await;
+        assert!(closed.is_ok(), "still open after {:?}", TIGHT.headers * 3);
+        assert!(!String::from_utf8_lossy(&rest).contains("hello"));
     }
 
     #[tokio::test]

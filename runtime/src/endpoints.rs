@@ -21,10 +21,10 @@ pub fn router(metrics: Arc<Metrics>) -> Router {
 /// Serves the routes on `addr` until the process ends, under the `ENDPOINTS` limits.
 pub async fn serve(addr: SocketAddr, metrics: Arc<Metrics>) -> std::io::Result<()> {
     let listener = std::net::TcpListener::bind(addr)?;
-    listener.set_nonblocking(true)?;
-    let server = ENDPOINTS.server(listener, |capped| capped, &metrics)?;
     tracing::info!(%addr, "serving /metrics, /healthz and /readyz");
-    server.serve(router(metrics).into_make_service()).await
+    ENDPOINTS
+        .serve_plain(listener, router(Arc::clone(&metrics)), &metrics)
+        .await
 }
 
 /// Serves the routes on `addr` in a task of their own, logging if they go down: a replica

@@ -10,11 +10,12 @@ pub use crate::{
 };
 pub use crate::{
     backoff::{Retried, RetryExt},
-    connections::{Capped, Guarded, Limits, WEBHOOKS},
+    connections::{Guarded, Limits, WEBHOOKS},
     shutdown::{Shutdown, Trigger},
 };
 
 /// The ring's parts, as the sharding checks drive them.
+#[cfg(feature = "sharding")]
 pub mod sharding {
     pub use crate::sharding::{
         Assignment, Fence, Labels, Member, ObjectKey, Placement, Ring, run_sharder,

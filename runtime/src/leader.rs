@@ -50,6 +50,7 @@ pub enum Error {
         source: LeaseManagerError,
     },
     /// This replica cannot be a shard of its ring.
+    #[cfg(feature = "sharding")]
     #[error(transparent)]
     Sharding(#[from] crate::sharding::Error),
     /// kube-lease-manager's renewer stopped before this replica led, without saying why.
@@ -118,6 +119,7 @@ impl Election {
     }
 
     /// The same election, ended by `shutdown` instead of a signal.
+    #[cfg(any(test, feature = "sharding"))]
     pub fn with_shutdown(mut self, shutdown: Shutdown) -> Self {
         self.shutdown = Some(shutdown);
         self
@@ -125,6 +127,7 @@ impl Election {
 
     /// The same election, campaigned for even where `--leader-election` is off: a sharded
     /// operator's sharder must run on one replica at a time.
+    #[cfg(feature = "sharding")]
     pub(crate) fn campaigning(mut self) -> Self {
         self.enabled = true;
         self

@@ -73,10 +73,16 @@ mod lists;
 mod logging;
 mod metrics;
 mod process;
+// A replica's place in its ring; built without sharding, a type with no values.
+#[cfg(feature = "sharding")]
+mod replica;
+#[cfg(not(feature = "sharding"))]
+#[path = "unsharded.rs"]
 mod replica;
 #[cfg(feature = "webhooks")]
 mod request_budget;
 mod sample;
+#[cfg(feature = "sharding")]
 mod sharding;
 mod shutdown;
 mod traces;

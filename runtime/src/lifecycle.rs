@@ -663,6 +663,7 @@ mod tests {
         let _ = server.await;
     }
 
+    #[cfg(feature = "sharding")]
     #[tokio::test]
     async fn past_its_shards_fence_an_object_is_left_alone() {
         let object = pod();
@@ -683,6 +684,7 @@ mod tests {
         assert!(seen.is_empty(), "no finalizer, no write: {seen:#?}");
     }
 
+    #[cfg(feature = "sharding")]
     #[tokio::test(start_paused = true)]
     async fn a_reconcile_the_fence_closes_on_is_cut_short_before_its_condition_is_written() {
         let object = pod();

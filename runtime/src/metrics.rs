@@ -142,9 +142,12 @@ pub struct Metrics {
     webhook_last_turn: Mutex<Instant>,
     /// Connections closed as soon as accepted, by port, for being over its cap.
     connections_refused: Family<PortLabels, Counter>,
-    /// 1 while this replica runs a sharded operator's sharder.
+    /// 1 while this replica runs a sharded operator's sharder. Without the `sharding`
+    /// feature, the gauges are served, at 0, and kept only by the registry.
+    #[cfg(feature = "sharding")]
     sharder: Gauge,
     /// Objects the sharder could not label at its last attempt.
+    #[cfg(feature = "sharding")]
     unplaced: Gauge,
     /// The caches counted in `operator_cache_objects`.
     caches: Arc<CacheSizes>,
@@ -213,13 +216,13 @@ impl Metrics {
             "Connections closed as soon as accepted, by port, because as many as it allows were open",
             connections_refused.clone(),
         );
-        let sharder = Gauge::default();
+        let sharder: Gauge = Gauge::default();
         registry.register(
             "sharder",
             "Whether this replica runs the sharder that places a sharded operator's objects (1) or not (0)",
             sharder.clone(),
         );
-        let unplaced = Gauge::default();
+        let unplaced: Gauge = Gauge::default();
         registry.register(
             "sharder_unplaced",
             "Objects the sharder could not label with their shard at its last attempt; it retries them with a backoff of up to a minute",
@@ -264,7 +267,9 @@ impl Metrics {
             webhook_waiting: AtomicUsize::new(0),
             webhook_last_turn: Mutex::new(Instant::now()),
             connections_refused,
+            #[cfg(feature = "sharding")]
             sharder,
+            #[cfg(feature = "sharding")]
             unplaced,
             caches,
             ready_when,
@@ -421,6 +426,7 @@ impl Metrics {
     }
 
     /// Notes that this replica runs the sharder, until the guard is dropped.
+    #[cfg(feature = "sharding")]
     pub(crate) fn sharder_runs(&self) -> impl Drop + '_ {
         struct Running<'a>(&'a Gauge);
         impl Drop for Running<'_> {
@@ -433,6 +439,7 @@ impl Metrics {
     }
 
     /// Notes how many objects the sharder could not place at its last attempt.
+    #[cfg(feature = "sharding")]
     pub(crate) fn sharder_unplaced(&self, objects: usize) {
         self.unplaced
             .set(i64::try_from(objects).unwrap_or(i64::MAX));

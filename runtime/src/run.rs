@@ -48,17 +48,18 @@ use crate::{
     lifecycle::{Lifecycle, ReconcileError},
     lists,
     metrics::Metrics,
-    replica::{Replica, run_sharded},
+    replica::Replica,
     settings::{Common, InitialList},
-    sharding, traces,
+    traces,
 };
+#[cfg(feature = "sharding")]
+use crate::{replica::run_sharded, sharding};
 
 mod shared;
 
-pub use crate::{
-    leader::{Error as ElectionError, Term},
-    sharding::Error as ShardingError,
-};
+pub use crate::leader::{Error as ElectionError, Term};
+#[cfg(feature = "sharding")]
+pub use crate::sharding::Error as ShardingError;
 
 /// Where an operator watches: the whole cluster, or the namespace its client defaults to
 /// (`scope: Namespace` in `operator.yaml`, for an operator that holds only a Role).
@@ -421,6 +422,7 @@ pub struct Runner<'a, K: 'static> {
     options: &'a Options<K>,
     common: &'a Common,
     pod_namespace: &'a str,
+    #[cfg(feature = "sharding")]
     sharding: bool,
 }
 
@@ -441,6 +443,7 @@ where
             options,
             common,
             pod_namespace,
+            #[cfg(feature = "sharding")]
             sharding: false,
         }
     }
@@ -457,6 +460,7 @@ where
 
     /// The same runner, splitting the primaries between the replicas when `sharding` is on
     /// (`--sharding`): each reconciles its own shard, and the leader also places them.
+    #[cfg(feature = "sharding")]
     pub fn sharded(mut self, sharding: bool) -> Self {
         self.sharding = sharding;
         self
@@ -550,17 +554,33 @@ where
     /// The election [`Runner::run`] runs this controller in: of the operator's name, watching
     /// where its options say and, with `--sharding`, on this replica's shard, which the
     /// reconciles of `ctx`'s lifecycle keep to.
-    fn elected<Ctx>(&self, ctx: &Ctx) -> Result<Elected<'a>, sharding::Error>
+    fn elected<Ctx>(&self, ctx: &Ctx) -> Result<Elected<'a>, leader::Error>
     where
         Ctx: AsRef<Lifecycle<K>>,
     {
-        let (client, name) = (&self.client, self.options.name);
-        let flag = crate::settings::Sharding { on: self.sharding };
-        let shards = Shards::new(client, name, self.pod_namespace, self.common, &flag)?;
-        let elected = Elected::new(client.clone(), name, self.common, self.pod_namespace);
+        let (client, name) = (self.client.clone(), self.options.name);
+        let elected = Elected::new(client, name, self.common, self.pod_namespace);
         Ok(elected
             .scope(self.options.scope)
-            .shards(shards.join::<K, _>(ctx)))
+            .shards(self.shards()?.join::<K, _>(ctx)))
+    }
+
+    /// With `--sharding`, this replica's place on the ring of the operator's name.
+    #[cfg(feature = "sharding")]
+    fn shards(&self) -> Result<Shards, sharding::Error> {
+        let flag = crate::settings::Sharding { on: self.sharding };
+        let (client, name) = (&self.client, self.options.name);
+        Shards::new(client, name, self.pod_namespace, self.common, &flag)
+    }
+
+    /// Built without sharding: every replica campaigns for one Lease.
+    #[cfg(not(feature = "sharding"))]
+    #[expect(
+        clippy::unnecessary_wraps,
+        reason = "the same signature as with sharding"
+    )]
+    fn shards(&self) -> Result<Shards, leader::Error> {
+        Ok(Shards::off())
     }
 }
 
@@ -590,6 +610,7 @@ impl Shards {
     ///
     /// # Errors
     /// When this replica has no name, or one that cannot be a label value.
+    #[cfg(feature = "sharding")]
     pub fn new(
         client: &Client,
         name: &str,
@@ -644,7 +665,7 @@ impl Shards {
         &self,
         election: Election,
         metrics: &Metrics,
-        namespace: Option<&str>,
+        #[cfg_attr(not(feature = "sharding"), expect(unused_variables))] namespace: Option<&str>,
         term: F,
     ) -> Result<(), leader::Error>
     where
@@ -652,15 +673,19 @@ impl Shards {
         Fut: Future<Output = ()>,
     {
         match &self.replica {
+            #[cfg(feature = "sharding")]
             Some(replica) => {
                 let objects = self.placed(replica, namespace);
                 run_sharded(replica, election, metrics, objects, &self.kinds, term).await
             }
+            #[cfg(not(feature = "sharding"))]
+            Some(replica) => match **replica {},
             None => election.run(metrics, term).await,
         }
     }
 }
 
+#[cfg(feature = "sharding")]
 impl Shards {
     /// What the sharder of `replica`'s ring places: the objects of the kinds that joined, in
     /// `namespace` or every namespace, and none of the operator's own workload when its
@@ -966,6 +991,7 @@ mod tests {
         KindContext(Lifecycle::new(metrics, recorder, backoff))
     }
 
+    #[cfg(feature = "sharding")]
     #[tokio::test]
     async fn the_kinds_that_join_a_sharding_share_one_replica_and_one_sharder() {
         let client = crate::testing::offline_client();
@@ -982,10 +1008,7 @@ mod tests {
         let refused = Shards::new(&client, OPTIONS.name, "ops", &unnamed, &flag_on);
         assert!(matches!(refused, Err(sharding::Error::Unnamed)));
 
-        let named = Common {
-            pod_name: Some("widget-0".to_owned()),
-            ..Common::default()
-        };
+        let named = named_widget();
         let on = Shards::new(&client, OPTIONS.name, "ops", &named, &flag_on).expect("named");
         let on = on
             .join(&pods)
@@ -1096,7 +1119,15 @@ mod tests {
         );
         assert_eq!(watches.api::<Node>().resource_url(), "/api/v1/nodes");
         drop(watches);
+    }
 
+    #[cfg(feature = "sharding")]
+    #[tokio::test]
+    async fn on_a_shard_children_are_watched_on_it_too() {
+        let client = crate::testing::offline_client();
+        let metrics = Arc::new(Metrics::new(ReadyWhen::WatchesListed(1)));
+        let common = Common::default();
+        let elected = Elected::new(client.clone(), OPTIONS.name, &common, "ops");
         let replica = Replica::new(client.clone(), "ops", "widget-0", OPTIONS.name, 15);
         let replica = Some(Arc::new(replica.expect("a valid shard name")));
         let sharded = elected.shards(Shards {
@@ -1125,6 +1156,18 @@ mod tests {
             runner.primaries(None).label_selector.as_deref(),
             Some("app.kubernetes.io/name!=widget-operator")
         );
+    }
+
+    #[cfg(feature = "sharding")]
+    #[tokio::test]
+    async fn a_shard_that_leaves_its_own_workload_watches_its_own_primaries_but_those() {
+        let client = crate::testing::offline_client();
+        let common = Common::default();
+        let leaving = Options {
+            leaves_own_workload: true,
+            ..OPTIONS
+        };
+        let runner = Runner::new(client.clone(), &leaving, &common, "ops");
         let replica = Replica::new(client, "ops", "widget-0", OPTIONS.name, 15);
         let replica = replica.expect("a valid shard name");
         let sharded = runner.primaries(Some(&replica)).label_selector;
@@ -1135,6 +1178,7 @@ mod tests {
         );
     }
 
+    #[cfg(feature = "sharding")]
     #[tokio::test]
     async fn the_sharder_leaves_the_own_workload_unplaced_when_the_controllers_do() {
         let client = crate::testing::offline_client();
@@ -1159,14 +1203,19 @@ mod tests {
         assert_eq!(leaving.field_selector, None);
     }
 
+    /// The settings of the replica `widget-0`.
+    fn named_widget() -> Common {
+        Common {
+            pod_name: Some("widget-0".to_owned()),
+            ..Common::default()
+        }
+    }
+
     #[tokio::test]
     async fn a_runner_is_elected_as_its_options_and_sharding_flag_say() {
         let client = crate::testing::offline_client();
         let metrics = Arc::new(Metrics::new(ReadyWhen::WatchesListed(1)));
-        let named = Common {
-            pod_name: Some("widget-0".to_owned()),
-            ..Common::default()
-        };
+        let named = named_widget();
         let runner = || Runner::new(client.clone(), &OPTIONS, &named, "ops");
         let unsharded = kind_context::<Pod>(&client);
         let elected = runner().elected(&unsharded).expect("unsharded");
@@ -1179,7 +1228,15 @@ mod tests {
             selector.as_deref(),
             Some("app.kubernetes.io/managed-by=widget-operator")
         );
+    }
 
+    #[cfg(feature = "sharding")]
+    #[tokio::test]
+    async fn a_runner_with_the_sharding_flag_is_elected_on_its_shard_and_needs_a_name() {
+        let client = crate::testing::offline_client();
+        let metrics = Arc::new(Metrics::new(ReadyWhen::WatchesListed(1)));
+        let named = named_widget();
+        let runner = || Runner::new(client.clone(), &OPTIONS, &named, "ops");
         let sharded = kind_context::<Pod>(&client);
         let elected = runner().sharded(true).elected(&sharded).expect("named");
         assert_eq!(
@@ -1201,7 +1258,11 @@ mod tests {
         let unnamed = Common::default();
         let runner = Runner::new(client.clone(), &OPTIONS, &unnamed, "ops").sharded(true);
         let refused = runner.elected(&kind_context::<Pod>(&client));
-        assert!(matches!(refused, Err(sharding::Error::Unnamed)));
+        let unnamed = matches!(
+            refused,
+            Err(leader::Error::Sharding(sharding::Error::Unnamed))
+        );
+        assert!(unnamed, "{:?}", refused.err());
     }
 
     /// A hand-written operator may spawn the future of `Runner::run`, from a function
@@ -1223,8 +1284,10 @@ mod tests {
         ) -> Result<(), leader::Error> {
             let (hooks, cache) = (Arc::new(hooks), Cache::<Pod>::default());
             let client = crate::testing::offline_client();
-            Runner::new(client, &RUN, &common, "ops")
-                .sharded(common.pod_name.is_some())
+            let runner = Runner::new(client, &RUN, &common, "ops");
+            #[cfg(feature = "sharding")]
+            let runner = runner.sharded(common.pod_name.is_some());
+            runner
                 .run(
                     Arc::clone(&ctx),
                     |controller, watches| controller.owns_stream(watches.owned(&cache)),

@@ -154,7 +154,8 @@ impl Default for Webhooks {
     }
 }
 
-/// The flag of an operator generated with `sharding: true`.
+/// The flag of an operator generated with `sharding: true` (feature `sharding`).
+#[cfg(feature = "sharding")]
 #[derive(Debug, Clone, Default, PartialEq, Eq, clap::Args)]
 pub struct Sharding {
     /// Split the primaries between the replicas (`SHARDING=true`): each holds a Lease of its
@@ -364,6 +365,7 @@ mod tests {
         }
     }
 
+    #[cfg(feature = "sharding")]
     #[test]
     fn sharding_is_off_unless_the_flag_turns_it_on() {
         #[derive(Debug, Parser)]

@@ -315,7 +315,7 @@ mod tests {
         };
 
         use super::*;
-        use crate::connections::{Capped, WEBHOOKS};
+        use crate::connections::WEBHOOKS;
 
         /// The routes of a conversion and a validation, served with the webhooks' limits.
         async fn serve() -> SocketAddr {
@@ -324,14 +324,7 @@ mod tests {
                 .admission::<ConfigMap, _>("/validate", Hook::Validate, Refuse)
                 .conversion::<ConfigMap>("/convert", 64 * 1024 * 1024)
                 .into_router();
-            let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-            listener.set_nonblocking(true).expect("nonblocking");
-            let addr = listener.local_addr().expect("an address");
-            let server = WEBHOOKS
-                .server(listener, |capped: Capped| capped, &metrics)
-                .expect("a server");
-            tokio::spawn(server.serve(router.into_make_service()));
-            addr
+            WEBHOOKS.serve_on_loopback(router, &metrics)
         }
 
         /// A ConversionReview of `count` ConfigMaps already in `v1`, which pass through.

@@ -5,11 +5,13 @@
 use std::{net::SocketAddr, sync::Arc, time::Duration};
 
 use axum::Router;
-use axum_server::tls_rustls::{RustlsAcceptor, RustlsConfig};
+use rustls::ServerConfig;
+use tokio::{net::TcpStream, sync::watch};
+use tokio_rustls::{Accept, TlsAcceptor};
 
 use crate::{
     certificates::{Certificate, Certificates},
-    connections::WEBHOOKS,
+    connections::{Guarded, WEBHOOKS},
     metrics::Metrics,
 };
 
@@ -30,17 +32,11 @@ pub async fn serve(
     routes: Router,
     metrics: Arc<Metrics>,
 ) {
-    let (mut current, tls) = first_certificate(&certificates).await;
-    let acceptor = |capped: crate::connections::Capped| {
-        RustlsAcceptor::new(tls.clone())
-            .handshake_timeout(WEBHOOKS.headers)
-            .acceptor(capped)
-    };
-    let server = match std::net::TcpListener::bind(addr)
-        .and_then(|listener| listener.set_nonblocking(true).map(|()| listener))
-        .and_then(|listener| WEBHOOKS.server(listener, acceptor, &metrics))
-    {
-        Ok(server) => server,
+    let (mut current, config) = first_certificate(&certificates).await;
+    // The configuration each handshake takes: the newest certificate's, replaced in place.
+    let (tls, served) = watch::channel(config);
+    let listener = match std::net::TcpListener::bind(addr) {
+        Ok(listener) => listener,
         Err(error) => {
             tracing::error!(%error, %addr, "cannot serve the webhooks; this replica stays unready");
             return;
@@ -49,25 +45,38 @@ pub async fn serve(
     certificates.publish_ca(&[&current]).await;
     metrics.serving();
     metrics.certificate_expires(current.expires_at());
+    let refreshed = Arc::clone(&metrics);
     tokio::spawn(async move {
         loop {
             tokio::time::sleep(REFRESH).await;
             current = refresh(&certificates, current, &tls).await;
-            metrics.certificate_expires(current.expires_at());
+            refreshed.certificate_expires(current.expires_at());
         }
     });
     tracing::info!(%addr, "serving webhooks");
-    if let Err(error) = server.serve(routes.into_make_service()).await {
+    if let Err(error) = WEBHOOKS
+        .serve(listener, routes, tls_handshake(served), &metrics)
+        .await
+    {
         tracing::error!(%error, "the webhooks are down");
     }
 }
 
+/// What each connection goes through before its first request: a TLS handshake with the
+/// configuration `served` holds as it starts, so every connection after a renewal gets the
+/// renewed certificate, and the ones before keep theirs.
+fn tls_handshake(
+    served: watch::Receiver<Arc<ServerConfig>>,
+) -> impl Fn(Guarded<TcpStream>) -> Accept<Guarded<TcpStream>> {
+    move |stream| TlsAcceptor::from(served.borrow().clone()).accept(stream)
+}
+
 /// The first usable certificate, asked for every [`RETRY`] until there is one.
-async fn first_certificate(certificates: &Certificates) -> (Certificate, RustlsConfig) {
+async fn first_certificate(certificates: &Certificates) -> (Certificate, Arc<ServerConfig>) {
     loop {
         match certificates.current().await {
             Ok(certificate) => match certificate.server_config() {
-                Ok(config) => return (certificate, RustlsConfig::from_config(config)),
+                Ok(config) => return (certificate, config),
                 Err(error) => tracing::warn!(%error, "the webhook certificate is unusable"),
             },
             Err(error) => tracing::warn!(%error, "no webhook certificate yet"),
@@ -82,7 +91,7 @@ async fn first_certificate(certificates: &Certificates) -> (Certificate, RustlsC
 async fn refresh(
     certificates: &Certificates,
     served: Certificate,
-    tls: &RustlsConfig,
+    tls: &watch::Sender<Arc<ServerConfig>>,
 ) -> Certificate {
     let fresh = match certificates.current().await {
         Ok(fresh) if fresh != served => fresh,
@@ -98,7 +107,7 @@ async fn refresh(
     match fresh.server_config() {
         Ok(config) => {
             certificates.publish_ca(&[&fresh, &served]).await;
-            tls.reload_from_config(config);
+            tls.send_replace(config);
             tracing::info!("serving a new webhook certificate");
             fresh
         }
@@ -165,7 +174,72 @@ pub fn request_uid(body: &[u8]) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
+    use rustls::pki_types::{CertificateDer, ServerName, pem::PemObject as _};
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    use tokio_rustls::TlsConnector;
+
     use super::*;
+    use crate::{
+        certificates::names,
+        metrics::{Metrics, ReadyWhen},
+    };
+
+    /// A GET of `/` over TLS from a client that trusts only `trusted`'s CA: the answer, or why
+    /// there was none.
+    async fn get_trusting(addr: SocketAddr, trusted: &Certificate) -> Result<String, String> {
+        let mut roots = rustls::RootCertStore::empty();
+        for ca in CertificateDer::pem_slice_iter(trusted.ca_pem()) {
+            roots.add(ca.expect("a CA")).expect("a root");
+        }
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let config = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .expect("TLS versions")
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        let stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
+        let name = ServerName::try_from("localhost").expect("a name");
+        let connector = TlsConnector::from(Arc::new(config));
+        let mut tls = connector
+            .connect(name, stream)
+            .await
+            .map_err(|e| e.to_string())?;
+        let request = b"GET / HTTP/1.1\r\nhost: localhost\r\nconnection: close\r\n\r\n";
+        tls.write_all(request).await.map_err(|e| e.to_string())?;
+        let mut answer = Vec::new();
+        // A server that closes without close_notify ends the read with an error: keep what came.
+        let _ = tls.read_to_end(&mut answer).await;
+        Ok(String::from_utf8_lossy(&answer).into_owned())
+    }
+
+    #[tokio::test]
+    async fn connections_after_a_renewal_get_the_renewed_certificate() {
+        let issue = || Certificate::issue("widget-webhook", &names("widget-webhook", "ops"));
+        let (first, renewed) = (issue().expect("issued"), issue().expect("issued"));
+        let (tls, served) = watch::channel(first.server_config().expect("usable"));
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a port");
+        let addr = listener.local_addr().expect("its address");
+        let routes = Router::new().route("/", axum::routing::get(|| async { "hello" }));
+        let metrics = Arc::new(Metrics::new(ReadyWhen::WatchesListed(0)));
+        tokio::spawn(async move {
+            WEBHOOKS
+                .serve(listener, routes, tls_handshake(served), &metrics)
+                .await
+        });
+        let answer = get_trusting(addr, &first).await.expect("served");
+        assert!(answer.ends_with("hello"), "{answer}");
+
+        tls.send_replace(renewed.server_config().expect("usable"));
+        let answer = get_trusting(addr, &renewed)
+            .await
+            .expect("served the renewed one");
+        assert!(answer.ends_with("hello"), "{answer}");
+        let stale = get_trusting(addr, &first).await;
+        assert!(
+            stale.is_err(),
+            "the first CA signed nothing served now: {stale:?}"
+        );
+    }
 
     #[test]
     fn the_uid_is_read_from_a_body_that_is_not_a_whole_review() {

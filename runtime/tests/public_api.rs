@@ -191,7 +191,7 @@ impl Crate {
                         "variant",
                         &format!("{at}::{}", variant.ident),
                         &fields,
-                        marks,
+                        &with_marks(marks, &variant.attrs),
                     ));
                 }
                 self.methods(lines, defined_in, &item.ident.to_string(), at, marks);

@@ -28,9 +28,12 @@ pub struct Dependency {
 /// 0.28 stay inside the generator. Each k8s-openapi version gets exactly one version feature
 /// in the workspace, and the binary (this crate) is what enables it.
 const BASE: &[(&str, &str)] = &[
+    // clap without its default `color`: an operator's flags are read from a container's
+    // environment and its errors land in a log, where color is off anyway; leaving it out
+    // leaves six crates out of the build.
     (
         "clap",
-        r#"{ version = "4.6.7", features = ["derive", "env"] }"#,
+        r#"{ version = "4.6.7", default-features = false, features = ["derive", "env", "error-context", "help", "std", "suggestions", "usage"] }"#,
     ),
     ("futures", r#""0.3.31""#),
     ("http", r#""1.3.1""#),
@@ -95,9 +98,13 @@ const WEBHOOKS: &[(&str, &str)] = &[
     ),
 ];
 
-/// The runtime's features with webhooks: its HTTPS server on rustls with ring (the provider
+/// The runtime's feature with webhooks: its HTTPS server on rustls with ring (the provider
 /// kube's client already uses) and the certificates, rcgen for the self-managed one.
-const RUNTIME_WEBHOOK_FEATURES: &[&str] = &["webhooks"];
+const RUNTIME_WEBHOOKS: &str = "webhooks";
+
+/// The runtime's feature of an operator generated with `sharding: true`: the ring, the
+/// sharder and the `--sharding` flag, which no other operator builds.
+const RUNTIME_SHARDING: &str = "sharding";
 
 /// The runtime's features in the dev-dependencies: its testing kit.
 const RUNTIME_DEV_FEATURES: &[&str] = &["test-util"];
@@ -136,12 +143,14 @@ pub(super) fn tables(
     // The runtime by path, never by version alone: the name is not claimed on crates.io
     // (`crate::vendor`).
     let runtime = RuntimeSource::of(manifest);
-    let features = if webhooks {
-        RUNTIME_WEBHOOK_FEATURES
-    } else {
-        &[]
-    };
-    base.push((RUNTIME_CRATE, runtime.dependency(features)));
+    let features: Vec<&str> = [
+        (manifest.sharding, RUNTIME_SHARDING),
+        (webhooks, RUNTIME_WEBHOOKS),
+    ]
+    .into_iter()
+    .filter_map(|(on, feature)| on.then_some(feature))
+    .collect();
+    base.push((RUNTIME_CRATE, runtime.dependency(&features)));
     base_dev.push((RUNTIME_CRATE, runtime.dependency(RUNTIME_DEV_FEATURES)));
     let all_names: Vec<&str> = base
         .iter()
@@ -323,6 +332,40 @@ mod tests {
             format!(
                 "{{ path = \"../../runtime\", version = \"{version}\", features = [\"webhooks\"] }}"
             )
+        );
+    }
+
+    #[test]
+    fn only_a_sharded_operator_builds_the_runtimes_sharding() {
+        let features = |manifest: &Manifest, webhooks| {
+            let (deps, dev) = runtime_specs(manifest, webhooks);
+            let features = |spec: &str| -> Vec<String> {
+                let parsed: toml::Table = toml::from_str(&format!("spec = {spec}")).expect("TOML");
+                let features = parsed["spec"]
+                    .get("features")
+                    .and_then(toml::Value::as_array);
+                let names = features
+                    .into_iter()
+                    .flatten()
+                    .filter_map(toml::Value::as_str);
+                names.map(str::to_owned).collect()
+            };
+            (features(&deps), features(&dev))
+        };
+        let sharded = Manifest {
+            sharding: true,
+            ..Manifest::default()
+        };
+        assert_eq!(
+            features(&Manifest::default(), false).0,
+            Vec::<String>::new()
+        );
+        assert_eq!(features(&sharded, false).0, ["sharding"]);
+        assert_eq!(features(&sharded, true).0, ["sharding", "webhooks"]);
+        assert_eq!(
+            features(&sharded, true).1,
+            ["test-util"],
+            "the tests add only their kit"
         );
     }
 

@@ -16,7 +16,7 @@ use std::{io::Write as _, net::SocketAddr, sync::Arc};
 
 use conversion_peak::{conversion_review, peak_kib};
 use operator_gen_runtime::{
-    internals::{Capped, WEBHOOKS},
+    internals::WEBHOOKS,
     settings::Conversion,
     telemetry::{Metrics, ReadyWhen},
 };
@@ -101,12 +101,9 @@ async fn main() -> Result<(), String> {
         _ => return Err(usage.to_owned()),
     };
     let listener = std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
-    listener.set_nonblocking(true).map_err(|e| e.to_string())?;
     let addr = listener.local_addr().map_err(|e| e.to_string())?;
-    let server = WEBHOOKS
-        .server(listener, |capped: Capped| capped, &metrics)
-        .map_err(|e| e.to_string())?;
-    tokio::spawn(server.serve(router.into_make_service()));
+    let served = Arc::clone(&metrics);
+    tokio::spawn(async move { WEBHOOKS.serve_plain(listener, router, &served).await });
     let body = Arc::new(body);
     let with_body = peak_kib()?;
     let sent: Vec<_> = (0..at_once)
