@@ -203,8 +203,9 @@ impl Capped {
         }
     }
 
-    /// `stream`, guarded and holding a slot; `None`, counted, and closed when every slot is
-    /// taken or the socket cannot be set up.
+    /// `stream`, guarded and holding a slot; `None` when every slot is taken (counted in
+    /// `operator_connections_refused_total`) or the socket cannot be set up, and the stream
+    /// is closed as it drops.
     fn admit(&self, stream: TcpStream) -> Option<Guarded<TcpStream>> {
         let Ok(slot) = Arc::clone(&self.open).try_acquire_owned() else {
             self.metrics.connection_refused(self.limits.port);
