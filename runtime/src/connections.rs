@@ -127,21 +127,17 @@ impl Limits {
             let Some(guarded) = capped.admit(stream) else {
                 continue;
             };
-            let handshake = tokio::time::timeout(self.headers, handshake(guarded));
-            tokio::spawn(self.connection(handshake, routes.clone()));
+            tokio::spawn(self.connection(handshake(guarded), routes.clone()));
         }
     }
 
-    /// One connection, from its handshake to its close: hyper's HTTP/1, with the headers'
-    /// deadline, serving `routes`.
-    async fn connection<Io>(
-        self,
-        handshake: impl Future<Output = Result<io::Result<Io>, tokio::time::error::Elapsed>>,
-        routes: Router,
-    ) where
+    /// One connection, from its handshake, within the headers' deadline, to its close: hyper's
+    /// HTTP/1, with the headers' deadline, serving `routes`.
+    async fn connection<Io>(self, handshake: impl Future<Output = io::Result<Io>>, routes: Router)
+    where
         Io: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     {
-        let io = match handshake.await {
+        let io = match tokio::time::timeout(self.headers, handshake).await {
             Ok(Ok(io)) => io,
             Ok(Err(error)) => {
                 tracing::debug!(%error, port = self.port, "a connection's handshake failed");
