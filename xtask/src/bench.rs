@@ -54,7 +54,7 @@ use kube::{
 };
 use serde_json::json;
 
-use crate::cluster::{Cluster, deploy_namespace};
+use operator_gen_cluster::{Cluster, deploy_namespace};
 
 mod allocations;
 mod build;
@@ -427,7 +427,7 @@ impl Bench {
     async fn start(workspace: &Path) -> Result<Self> {
         let cluster = Cluster::new(workspace.to_owned());
         if !cluster.is_ready() {
-            cluster.up()?;
+            cluster.up(operator_gen_cluster::Shape::ControlPlaneOnly)?;
         }
         let status = operator_gen_tests::cargo()
             .args([

@@ -26,7 +26,7 @@ use anyhow::{Context as _, Result, bail};
 use clap::Args;
 use serde_json::{Value, json};
 
-use crate::cluster::{self, Cluster, OperatorCrate};
+use operator_gen_cluster::{self as cluster, Cluster, OperatorCrate};
 
 #[derive(Args)]
 pub struct ChartsArgs {

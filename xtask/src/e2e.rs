@@ -24,12 +24,10 @@ use std::{
 use anyhow::{Context as _, Result, bail};
 use clap::Args;
 use operator_gen::{Manifest, Selection, crd_document, k8s_catalog, schema_sample};
+use operator_gen_cluster::{self as cluster, Cluster, OperatorCrate};
 use serde_json::{Value, json};
 
-use crate::{
-    artifacts::Artifacts,
-    cluster::{self, Cluster, OperatorCrate},
-};
+use crate::artifacts::Artifacts;
 
 pub(crate) mod conversion;
 mod failed_reconciles;
@@ -72,7 +70,7 @@ pub fn run(args: E2eArgs) -> Result<std::process::ExitCode> {
     };
     let own_cluster = std::env::var_os("KUBECONFIG").is_none();
     let admin = if own_cluster {
-        let took = cluster.up()?;
+        let took = cluster.up(operator_gen_cluster::Shape::WithNode)?;
         println!("phase start-control-plane: {took:.1?}");
         cluster.admin_kubeconfig()
     } else {

@@ -26,7 +26,7 @@ use std::{
 use anyhow::{Context as _, Result, bail};
 
 use super::median;
-use crate::cluster::go_command;
+use operator_gen_cluster::go_command;
 
 /// The line each incremental build inserts at the top of the reconcile, the `{}` numbered so
 /// that every edit is a change.

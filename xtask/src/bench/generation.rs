@@ -278,7 +278,7 @@ fn release_binary(workspace: &Path) -> Result<PathBuf> {
 
 /// `kopium`, installed into the cache the first time.
 fn kopium() -> Result<PathBuf> {
-    let cache = crate::cluster::machine_cache().join(format!("kopium-{KOPIUM_VERSION}"));
+    let cache = operator_gen_cluster::machine_cache().join(format!("kopium-{KOPIUM_VERSION}"));
     let binary = cache.join("bin/kopium");
     if !binary.exists() {
         eprintln!(

@@ -20,7 +20,7 @@ use std::{
 use anyhow::{Context as _, Result, bail};
 
 use super::{Bench, OperatorRound, Row, cpu_seconds, difference, fs, peak_rss, stop};
-use crate::cluster::go_command;
+use operator_gen_cluster::go_command;
 
 /// A peer, as the bench runs it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

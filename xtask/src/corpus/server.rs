@@ -34,7 +34,7 @@ use serde::Deserialize as _;
 use serde_json::Value;
 
 use super::agreement::{Cause, Refusal, Verdict};
-use crate::cluster::Cluster;
+use operator_gen_cluster::Cluster;
 
 /// CustomResourceDefinitions, as the client addresses them.
 fn crd_resource() -> ApiResource {
@@ -128,7 +128,7 @@ impl Server {
         let cluster = Cluster::new(crate::workspace_root());
         if !cluster.is_ready() {
             eprintln!("starting the control plane (cargo xtask cluster up)");
-            cluster.up()?;
+            cluster.up(operator_gen_cluster::Shape::ControlPlaneOnly)?;
         }
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .enable_all()

@@ -15,7 +15,7 @@ use anyhow::{Context as _, Result, bail};
 use serde_json::{Value, json};
 
 use super::Suite;
-use crate::cluster;
+use operator_gen_cluster as cluster;
 
 /// The crates installed with their charts: one with admission webhooks and a CRD it was given,
 /// the sharded generic one, and the one whose CRD converts between versions.

@@ -1,5 +1,5 @@
 //! The operator's own monitoring (`deploy/monitoring/`), against a real Prometheus: Debian's
-//! `prometheus` and `promtool`, installed once per machine by `xtask/control-plane/prometheus.sh`.
+//! `prometheus` and `promtool`, installed once per machine by `cluster/control-plane/prometheus.sh`.
 //!
 //! There is no kubelet, so nothing runs in a pod and prometheus-operator cannot discover
 //! targets. Prometheus scrapes the running operator through `static_configs` instead, with the
@@ -42,7 +42,7 @@ pub(super) fn install(workspace: &Path) -> Result<Prometheus> {
         })
     };
     if found("prometheus").is_none() || found("promtool").is_none() {
-        let script = workspace.join("xtask/control-plane/prometheus.sh");
+        let script = workspace.join("cluster/control-plane/prometheus.sh");
         let status = Command::new("bash").arg(&script).status()?;
         if !status.success() {
             bail!("{} failed ({status})", script.display());

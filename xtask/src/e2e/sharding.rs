@@ -32,7 +32,7 @@ use operator_gen_runtime::internals::{
 use tokio::{sync::watch, task::JoinHandle, time::Instant};
 
 use super::runtime_log::RuntimeLog;
-use crate::cluster::Cluster;
+use operator_gen_cluster::Cluster;
 
 /// The ring, and the namespace its Leases and objects live in.
 const RING: &str = "e2e-sharding";

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Builds one component of the control plane from its pinned Go module into "$3":
-# `build.sh kubernetes 1.37.2 <dir>` gives kube-apiserver, kube-controller-manager and kubectl,
-# `build.sh etcd 3.6.16 <dir>` gives etcd, `build.sh helm 3.22.0 <dir>` gives helm. The module is `modules/<component>-<version>/`
+# Builds one component of the control plane or its node from its pinned Go module into "$3":
+# `build.sh kubernetes 1.37.2 <dir>` gives kube-apiserver, kube-controller-manager, kubectl,
+# kubelet, kube-proxy and kube-scheduler, `build.sh etcd 3.6.16 <dir>` gives etcd,
+# `build.sh containerd 2.4.2 <dir>` gives containerd, its runc shim and ctr, and
+# `build.sh helm 3.22.0 <dir>` gives helm. The module is `modules/<component>-<version>/`
 # beside this script (see pin.sh); its go.sum fixes every module that goes in, and
 # `-mod=readonly` refuses a build that would change it.
 #
@@ -15,7 +17,7 @@
 # Needs `go` (1.26 or newer) and the Go module proxy; nothing else, and not root.
 set -euo pipefail
 
-usage="usage: build.sh kubernetes|etcd|helm <version> <output dir> <go cache dir>"
+usage="usage: build.sh kubernetes|etcd|containerd|helm <version> <output dir> <go cache dir>"
 component=${1:?$usage}
 version=${2:?$usage}
 out=${3:?$usage}
@@ -70,8 +72,26 @@ kubernetes)
     "buildDate=$released" "gitCommit="; do
     ldflags+=" -X k8s.io/component-base/version.$stamp -X k8s.io/client-go/pkg/version.$stamp"
   done
-  for binary in kube-apiserver kube-controller-manager kubectl; do
+  for binary in kube-apiserver kube-controller-manager kubectl kubelet kube-proxy kube-scheduler; do
     build "$binary" "k8s.io/kubernetes/cmd/$binary" -ldflags "$ldflags"
+  done
+  # The node's sandbox (pause) image runs this program: the module's own C source, built
+  # static here with the machine's gcc, so that no image is pulled for it.
+  command -v gcc >/dev/null || fail "no \`gcc\` on PATH: the node's pause program is built from build/pause/linux/pause.c"
+  pause_source=$(go list -m -f '{{.Dir}}' k8s.io/kubernetes)/build/pause/linux/pause.c
+  echo "build.sh: building pause ($pause_source)" >&2
+  gcc -Os -Wall -Werror -static -DVERSION="v$version" -o "$partial/pause" "$pause_source" ||
+    fail "building pause from $pause_source failed: gcc -static needs the C library's static archive (Debian's libc6-dev)"
+  strip "$partial/pause"
+  ;;
+containerd)
+  # No cgo, and none of the snapshotters that need it or kernel modules this node does not use:
+  # overlayfs is the node's. The version is stamped as its Makefile does.
+  module=github.com/containerd/containerd/v${version%%.*}
+  ldflags="-s -w -X $module/version.Version=v$version -X $module/version.Revision= -X $module/version.Package=$module"
+  tags="no_btrfs no_devmapper no_zfs no_aufs netgo osusergo"
+  for binary in containerd containerd-shim-runc-v2 ctr; do
+    build "$binary" "$module/cmd/$binary" -tags "$tags" -ldflags "$ldflags"
   done
   ;;
 etcd)
@@ -94,7 +114,7 @@ helm)
   build helm "helm.sh/helm/v$major/cmd/helm" -ldflags "$ldflags"
   ;;
 *)
-  fail "unknown component '$component' (kubernetes, etcd or helm)"
+  fail "unknown component '$component' (kubernetes, etcd, containerd or helm)"
   ;;
 esac
 

@@ -1,6 +1,6 @@
-//! The control plane's binaries: etcd, kube-apiserver, kube-controller-manager and kubectl,
-//! and helm beside them, built from Go modules pinned in `xtask/control-plane/modules/` by
-//! `xtask/control-plane/build.sh`, once per machine, into its cache.
+//! The cluster's binaries: etcd, kube-apiserver, kube-controller-manager, kube-scheduler and
+//! kubectl, the node's kubelet, kube-proxy, pause program and containerd, and helm beside them, built from Go modules pinned in `cluster/control-plane/modules/` by
+//! `cluster/control-plane/build.sh`, once per machine, into its cache.
 //!
 //! A cached build is named after its component, its version and a hash of what went into it
 //! (the pinned `go.mod` and `go.sum`, and `build.sh` with its flags), so a reviewed change to
@@ -22,6 +22,9 @@ use sha2::Digest as _;
 pub const NEWEST_KUBERNETES: &str = "1.37.2";
 /// The etcd every Kubernetes version here runs on: 3.6 is supported from 1.33 on.
 pub const ETCD: &str = "3.6.16";
+/// The container runtime of the node: containerd 2, which gives kubelet the cgroup driver
+/// itself (kubelet's fallback for runtimes without that CRI call goes in 1.38).
+pub const CONTAINERD: &str = "2.4.2";
 /// The helm generated charts are linted, rendered and installed with: Helm 3, which most users
 /// run (README's "Installing with Helm" says why not 4).
 pub const HELM: &str = "3.22.0";
@@ -57,7 +60,7 @@ pub struct Component {
     name: &'static str,
     version: String,
     binaries: &'static [&'static str],
-    /// `xtask/control-plane/` of the workspace: `build.sh` and `modules/`.
+    /// `cluster/control-plane/` of the workspace: `build.sh` and `modules/`.
     control_plane: PathBuf,
     /// Its folder in the machine's cache, named by [`Component::key`] once, here: the
     /// readiness checks ask for it every half second. An error says it is not pinned.
@@ -70,7 +73,24 @@ impl Component {
             workspace,
             "kubernetes",
             version,
-            &["kube-apiserver", "kube-controller-manager", "kubectl"],
+            &[
+                "kube-apiserver",
+                "kube-controller-manager",
+                "kubectl",
+                "kubelet",
+                "kube-proxy",
+                "kube-scheduler",
+                "pause",
+            ],
+        )
+    }
+
+    pub fn containerd(workspace: &Path) -> Self {
+        Self::new(
+            workspace,
+            "containerd",
+            CONTAINERD,
+            &["containerd", "containerd-shim-runc-v2", "ctr"],
         )
     }
 
@@ -88,7 +108,7 @@ impl Component {
         version: &str,
         binaries: &'static [&'static str],
     ) -> Self {
-        let control_plane = workspace.join("xtask").join("control-plane");
+        let control_plane = workspace.join("cluster").join("control-plane");
         let module = control_plane
             .join("modules")
             .join(format!("{name}-{version}"));
@@ -100,7 +120,7 @@ impl Component {
         let dir = match hash_files(&inputs) {
             Ok(key) => Ok(machine_cache().join(format!("{name}-{version}-{key}"))),
             Err(error) => Err(format!(
-                "{name} {version} is not pinned here (see xtask/control-plane/pin.sh): {error:#}"
+                "{name} {version} is not pinned here (see cluster/control-plane/pin.sh): {error:#}"
             )),
         };
         Self {
@@ -188,7 +208,7 @@ impl Component {
 
 /// The Kubernetes versions pinned here, oldest first.
 pub fn pinned_kubernetes(workspace: &Path) -> Result<Vec<String>> {
-    let modules = workspace.join("xtask/control-plane/modules");
+    let modules = workspace.join("cluster/control-plane/modules");
     let mut versions: Vec<String> = fs::read_dir(&modules)
         .with_context(|| format!("reading {}", modules.display()))?
         .filter_map(|entry| {
@@ -213,7 +233,7 @@ pub fn resolve_kubernetes(workspace: &Path, wanted: &str) -> Result<String> {
         .with_context(|| {
             format!(
                 "Kubernetes {wanted} is not pinned here; pinned: {}. Pin another with \
-                 `xtask/control-plane/pin.sh kubernetes <version>` (it needs the Go module proxy)",
+                 `cluster/control-plane/pin.sh kubernetes <version>` (it needs the Go module proxy)",
                 pinned.join(", ")
             )
         })
@@ -260,13 +280,19 @@ fn require_go(go: &str) -> Result<()> {
 mod tests {
     use super::*;
 
+    /// This crate's folder's parent.
+    fn workspace_root() -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+    }
+
     #[test]
     fn newest_and_etcd_are_pinned() {
-        let workspace = crate::workspace_root();
+        let workspace = workspace_root();
         let pinned = pinned_kubernetes(&workspace).unwrap();
         assert_eq!(pinned.last().map(String::as_str), Some(NEWEST_KUBERNETES));
         assert!(Component::etcd(&workspace).dir().is_ok());
         assert!(Component::helm(&workspace).dir().is_ok());
+        assert!(Component::containerd(&workspace).dir().is_ok());
         let unpinned = Component::kubernetes(&workspace, "1.0.0")
             .dir()
             .unwrap_err();
@@ -278,7 +304,7 @@ mod tests {
 
     #[test]
     fn a_minor_version_takes_its_newest_pinned_patch() {
-        let workspace = crate::workspace_root();
+        let workspace = workspace_root();
         let minor = NEWEST_KUBERNETES.rsplit_once('.').unwrap().0;
         assert_eq!(
             resolve_kubernetes(&workspace, minor).unwrap(),

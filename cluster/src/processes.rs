@@ -1,0 +1,164 @@
+//! The cluster's processes: each started in a process group of its own, logging to
+//! `logs/<name>.log` and recorded in `<name>.pid` in the state folder, so that `down` (or the
+//! next `up`, after a killed run) stops exactly those.
+
+use std::{
+    fs,
+    path::{Path, PathBuf},
+    process::{Command, Stdio},
+    time::{Duration, Instant},
+};
+
+use anyhow::{Context as _, Result, bail};
+
+/// The state folder's processes.
+#[derive(Debug, Clone)]
+pub struct Processes {
+    state: PathBuf,
+}
+
+impl Processes {
+    pub fn new(state: PathBuf) -> Self {
+        Self { state }
+    }
+
+    pub fn log(&self, name: &str) -> PathBuf {
+        self.state.join("logs").join(format!("{name}.log"))
+    }
+
+    fn pid_file(&self, name: &str) -> PathBuf {
+        self.state.join(format!("{name}.pid"))
+    }
+
+    /// The pid `name` was started with, if it was.
+    pub fn pid(&self, name: &str) -> Option<String> {
+        fs::read_to_string(self.pid_file(name))
+            .ok()
+            .map(|pid| pid.trim().to_owned())
+    }
+
+    /// Starts `command` as `name`, in its own process group, its output appended to its log.
+    pub fn spawn(&self, name: &str, mut command: Command) -> Result<()> {
+        use std::os::unix::process::CommandExt;
+        fs::create_dir_all(self.state.join("logs"))?;
+        let log = fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.log(name))?;
+        let child = command
+            .stdin(Stdio::null())
+            .stdout(log.try_clone()?)
+            .stderr(log)
+            .process_group(0)
+            .spawn()
+            .with_context(|| format!("starting {name}"))?;
+        fs::write(self.pid_file(name), child.id().to_string())?;
+        Ok(())
+    }
+
+    /// Whether `name` was started and still runs.
+    pub fn running(&self, name: &str) -> bool {
+        self.pid(name).is_some_and(|pid| alive(&pid))
+    }
+
+    /// Stops `name`: asks it to end, kills it once `grace` has passed, and waits until it is
+    /// gone, so that its ports and files are free for the next start.
+    pub fn stop(&self, name: &str, grace: Duration) {
+        let Some(pid) = self.pid(name) else {
+            return;
+        };
+        stop_pid(&pid, grace);
+        let _ = fs::remove_file(self.pid_file(name));
+    }
+}
+
+/// Stops process `pid`: SIGTERM, then SIGKILL once `grace` has passed, then waits for it.
+pub fn stop_pid(pid: &str, grace: Duration) {
+    let _ = Command::new("kill").args(["-TERM", pid]).status();
+    let deadline = Instant::now() + grace;
+    while alive(pid) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    if alive(pid) {
+        let _ = Command::new("kill").args(["-KILL", pid]).status();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while alive(pid) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+/// Whether process `pid` runs: whether any of its threads does. A component this process
+/// started (`restart_apiserver` in the e2e) stays a zombie once it ends, since nothing waits
+/// for it, and `kill -0` still finds a zombie: it counts as ended. Its main thread turns
+/// zombie before the others have ended, and they hold its listening socket until they do: a
+/// new API server started then could not bind its port.
+pub fn alive(pid: &str) -> bool {
+    let Ok(threads) = fs::read_dir(format!("/proc/{pid}/task")) else {
+        return false;
+    };
+    threads.flatten().any(|thread| {
+        // `tid (comm) state …`, where comm may hold a `)`; Z is a zombie, X dead.
+        fs::read_to_string(thread.path().join("stat")).is_ok_and(|stat| {
+            stat.rsplit_once(')')
+                .is_some_and(|(_, rest)| !rest.trim_start().starts_with(['Z', 'X']))
+        })
+    })
+}
+
+/// Waits up to `patience` until nothing listens on `port` of `address` any more.
+pub fn wait_port_free(address: std::net::Ipv4Addr, port: u16, patience: Duration) -> Result<()> {
+    let deadline = Instant::now() + patience;
+    while std::net::TcpListener::bind((address, port)).is_err() {
+        if Instant::now() > deadline {
+            bail!("{address}:{port} was still in use {patience:?} after its server was stopped");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    Ok(())
+}
+
+/// The last `lines` lines of a log file.
+pub fn tail(path: &Path, lines: usize) -> String {
+    let text = fs::read_to_string(path).unwrap_or_default();
+    let all: Vec<&str> = text.lines().collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_running_process_is_alive_and_an_ended_one_is_not_even_unwaited() {
+        let mut running = Command::new("sleep").arg("30").spawn().expect("sleep runs");
+        let pid = running.id().to_string();
+        assert!(alive(&pid));
+        // Ended but not waited for: a zombie, which `kill -0` would still find.
+        let _ = Command::new("kill").args(["-KILL", &pid]).status();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while alive(&pid) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert!(!alive(&pid), "a zombie counts as ended");
+        let zombie = fs::read_to_string(format!("/proc/{pid}/stat")).expect("not yet reaped");
+        assert!(zombie.contains(") Z"), "{zombie}");
+        running.wait().expect("reaped");
+        assert!(!alive(&pid));
+    }
+
+    #[test]
+    fn a_port_is_free_once_its_listener_is_gone_and_not_before() {
+        let localhost = std::net::Ipv4Addr::LOCALHOST;
+        let listener = std::net::TcpListener::bind((localhost, 0)).expect("a free port");
+        let port = listener.local_addr().expect("bound").port();
+        let held = wait_port_free(localhost, port, Duration::from_millis(200));
+        assert!(held.is_err(), "a port something listens on is not free");
+        let closer = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(200));
+            drop(listener);
+        });
+        wait_port_free(localhost, port, Duration::from_secs(5)).expect("free once closed");
+        closer.join().expect("closed");
+    }
+}
