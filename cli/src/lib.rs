@@ -1,5 +1,5 @@
 //! The `operator-gen` command line: `gen` regenerates an operator crate from its CRD and
-//! `operator.yaml`, `new` starts one.
+//! `operator.yaml`, `new` starts one, `image` builds its container image from its binary.
 //!
 //! Each subcommand's arguments are defined once, in [`generate::GenArgs`] and [`scaffold::NewArgs`],
 //! and run by [`generate::run`] and [`scaffold::run`]. The installed binary (`src/main.rs`) and the
@@ -9,6 +9,7 @@
 //! After a write, both give a crate that has no Cargo.lock a first one ([`lockfile`]).
 
 pub mod generate;
+pub mod image;
 pub mod lockfile;
 pub mod scaffold;
 
@@ -23,6 +24,10 @@ pub enum Command {
     /// Start a new operator crate: for an imported CRD, a built-in kind, a resource you
     /// define in Rust, or several kinds' metadata.
     New(scaffold::NewArgs),
+    /// Build an operator's container image from its binary, with no container engine: a
+    /// tarball that `kind load image-archive`, `ctr images import`, `podman load` and `docker
+    /// load` take, tagged as the crate's Deployment names it.
+    Image(image::ImageArgs),
 }
 
 impl Command {
@@ -31,6 +36,7 @@ impl Command {
         match self {
             Self::Gen(args) => generate::run(args, shell),
             Self::New(args) => scaffold::run(args, shell),
+            Self::Image(args) => image::run(args),
         }
     }
 }

@@ -67,7 +67,12 @@ fn new_crate(folder: &Path, name: &str) -> String {
 #[test]
 fn every_subcommand_explains_itself() {
     let here = std::env::temp_dir();
-    for args in [&["--help"][..], &["gen", "--help"], &["new", "--help"]] {
+    for args in [
+        &["--help"][..],
+        &["gen", "--help"],
+        &["new", "--help"],
+        &["image", "--help"],
+    ] {
         let output = operator_gen(&here, args);
         assert!(output.status.success(), "{args:?}: {}", text(&output));
         assert!(
@@ -289,5 +294,61 @@ fn a_crate_made_outside_the_workspace_builds_locked_with_its_vendored_runtime() 
         std::fs::read_to_string(crate_dir.join("Cargo.lock")).expect("the lock"),
         used,
         "a locked build changes nothing in the lock"
+    );
+}
+
+#[test]
+fn an_image_is_tagged_as_the_deployment_names_it_and_lists_what_the_binary_loads() {
+    let scratch = tempfile::tempdir().expect("a scratch folder");
+    new_crate(scratch.path(), "imaged");
+    let crate_dir = scratch.path().join("imaged");
+    // Any Linux program will do: this one is dynamically linked, as a debug build is.
+    let binary = env!("CARGO_BIN_EXE_operator-gen");
+    let built = operator_gen(&crate_dir, &["image", "--binary", binary]);
+    assert!(built.status.success(), "{}", text(&built));
+    let printed = text(&built);
+    assert!(printed.contains("built imaged:0.1.0"), "{printed}");
+    assert!(
+        printed.contains("libc.so"),
+        "the libraries are listed: {printed}"
+    );
+    assert!(printed.contains("kind load image-archive"), "{printed}");
+    let deployment = std::fs::read_to_string(crate_dir.join("deploy/base/deployment.yaml"))
+        .expect("a Deployment");
+    assert!(
+        deployment.contains("image: imaged:0.1.0"),
+        "the Deployment runs the tag the image gets: {deployment}"
+    );
+    let archive = crate_dir.join("target/images/imaged-0.1.0.tar");
+    let bytes = std::fs::read(&archive).expect("the archive");
+    let index = String::from_utf8_lossy(&bytes);
+    assert!(
+        index.contains("docker.io/library/imaged:0.1.0"),
+        "the index names the image as the kubelet asks for it"
+    );
+}
+
+#[test]
+fn an_image_of_a_file_that_is_no_program_is_refused_naming_it_and_writes_nothing() {
+    let scratch = tempfile::tempdir().expect("a scratch folder");
+    new_crate(scratch.path(), "refused");
+    let crate_dir = scratch.path().join("refused");
+    let script = scratch.path().join("operator.sh");
+    std::fs::write(&script, "#!/bin/sh\n").expect("written");
+    let path = script.to_str().expect("a UTF-8 path");
+    let refused = operator_gen(&crate_dir, &["image", "--binary", path]);
+    assert!(!refused.status.success());
+    let printed = text(&refused);
+    assert!(printed.contains("operator.sh"), "{printed}");
+    let missing = operator_gen(&crate_dir, &["image"]);
+    assert!(!missing.status.success());
+    assert!(
+        text(&missing).contains("target/release/refused"),
+        "the default binary is named: {}",
+        text(&missing)
+    );
+    assert!(
+        !crate_dir.join("target").exists(),
+        "a refused image leaves no folder behind"
     );
 }

@@ -19,6 +19,7 @@
 
 pub mod binaries;
 mod control_plane;
+mod kubectl;
 pub mod network;
 mod node;
 pub mod operators;
@@ -36,9 +37,10 @@ use std::{
 use anyhow::{Context as _, Result, bail};
 
 pub use binaries::{Component, NEWEST_KUBERNETES, go_command, machine_cache};
+pub use kubectl::Kubectl;
 pub use node::Folders as NodeFolders;
 pub use operators::{OperatorCrate, deploy_namespace, operator_crate, operator_crates};
-pub use processes::{alive, tail};
+pub use processes::{alive, checked, tail};
 
 use control_plane::Layout;
 use network::{API_PORT, ETCD_PORT};
@@ -161,14 +163,13 @@ impl Cluster {
     /// issues ([`service_account_kubeconfig`]).
     pub fn operator_kubeconfig(&self, name: &str, namespace: &str) -> Result<PathBuf> {
         let path = self.state.join(format!("{name}.kubeconfig"));
-        service_account_kubeconfig(
-            &self.kubectl()?,
-            &self.admin_kubeconfig(),
-            name,
-            namespace,
-            &path,
-        )?;
+        service_account_kubeconfig(&self.admin()?, name, namespace, &path)?;
         Ok(path)
+    }
+
+    /// kubectl as the cluster's admin.
+    pub fn admin(&self) -> Result<Kubectl> {
+        Ok(Kubectl::new(self.kubectl()?, self.admin_kubeconfig()))
     }
 
     pub fn log(&self, component: &str) -> PathBuf {
@@ -196,6 +197,12 @@ impl Cluster {
         }
         let containerd = Component::containerd(&self.workspace).ensure_built()?;
         self.node().import(&containerd, tar)
+    }
+
+    /// Kills every process of the pod with `uid` on the node at once, as a crash ends them,
+    /// without the kubelet's grace period; how many it killed.
+    pub fn crash_pod(&self, uid: &str) -> usize {
+        self.node().crash_pod(uid)
     }
 
     /// Whether the API server answers `/readyz`.
@@ -243,7 +250,9 @@ impl Cluster {
         let cgroups = match shape {
             Shape::WithNode => Some(
                 node.prepare(&self.workspace.join("cluster/control-plane"))
-                    .inspect_err(|_| node.stop())?,
+                    .inspect_err(|_| {
+                        let _ = node.stop();
+                    })?,
             ),
             Shape::ControlPlaneOnly => None,
         };
@@ -318,9 +327,7 @@ impl Cluster {
     /// Stops every process of the cluster, takes its node apart and removes its state.
     pub fn down(&self) -> Result<()> {
         let node = self.node();
-        if node.is_here() {
-            node.stop();
-        }
+        let stopped = if node.is_here() { node.stop() } else { Ok(()) };
         let processes = self.processes();
         for component in CONTROL_PLANE.iter().rev() {
             // Their state goes with them: nothing is gained by letting them finish requests.
@@ -330,7 +337,7 @@ impl Cluster {
             fs::remove_dir_all(&self.state)
                 .with_context(|| format!("removing {}", self.state.display()))?;
         }
-        Ok(())
+        stopped
     }
 
     /// Restarts kube-apiserver, for the checks that watches and Leases survive it: killed
@@ -427,65 +434,38 @@ fn nonce() -> String {
 }
 
 /// Writes to `path` a kubeconfig whose user is the ServiceAccount `name` in `namespace`, on the
-/// cluster of the `admin` kubeconfig, with a token the API server issues (a TokenRequest, as
+/// cluster of `admin`'s kubeconfig, with a token the API server issues (a TokenRequest, as
 /// `kubectl create token` asks for one). The namespace and the ServiceAccount are created first
 /// when missing, since a token is issued only for a ServiceAccount that exists; the token lasts
 /// two hours, longer than any run that uses it.
 pub fn service_account_kubeconfig(
-    kubectl: &Path,
-    admin: &Path,
+    admin: &Kubectl,
     name: &str,
     namespace: &str,
     path: &Path,
 ) -> Result<()> {
-    let run = |args: &[&str], input: Option<String>| -> Result<Vec<u8>> {
-        let mut child = Command::new(kubectl)
-            .env("KUBECONFIG", admin)
-            .args(args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .with_context(|| format!("running {}", kubectl.display()))?;
-        if let (Some(input), Some(mut stdin)) = (input, child.stdin.take()) {
-            std::io::Write::write_all(&mut stdin, input.as_bytes())?;
-        }
-        let output = child.wait_with_output()?;
-        if !output.status.success() {
-            bail!(
-                "kubectl {}: {}",
-                args.join(" "),
-                String::from_utf8_lossy(&output.stderr).trim()
-            );
-        }
-        Ok(output.stdout)
-    };
     let account = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": [
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}},
         {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": name, "namespace": namespace}},
     ]});
     // Server-side, under a manager of its own that owns only the names: a namespace or a
     // ServiceAccount made from `deploy/` or a Helm chart keeps its labels and its owners.
-    run(
-        &[
-            "apply",
-            "--server-side",
-            "--field-manager=operator-gen-service-account",
-            "-f",
-            "-",
-        ],
-        Some(account.to_string()),
-    )
-    .with_context(|| format!("creating the ServiceAccount {namespace}/{name}"))?;
-    let token = run(
-        &["create", "token", name, "-n", namespace, "--duration=2h"],
-        None,
-    )?;
-    let mut config: serde_json::Value = serde_json::from_slice(&run(
-        &["config", "view", "--minify", "--raw", "-o", "json"],
-        None,
-    )?)
-    .context("reading the admin's kubeconfig")?;
+    admin
+        .stdout_with_input(
+            &[
+                "apply",
+                "--server-side",
+                "--field-manager=operator-gen-service-account",
+                "-f",
+                "-",
+            ],
+            Some(account.to_string().as_bytes()),
+        )
+        .with_context(|| format!("creating the ServiceAccount {namespace}/{name}"))?;
+    let token = admin.stdout(&["create", "token", name, "-n", namespace, "--duration=2h"])?;
+    let mut config = admin
+        .json(&["config", "view", "--minify", "--raw", "-o", "json"])
+        .context("reading the admin's kubeconfig")?;
     let token = String::from_utf8_lossy(&token).trim().to_owned();
     config["users"] = serde_json::json!([{"name": name, "user": {"token": token}}]);
     config["contexts"][0]["context"]["user"] = serde_json::json!(name);

@@ -7,10 +7,10 @@ use std::{
     fs,
     net::Ipv4Addr,
     path::{Path, PathBuf},
-    process::{Command, Stdio},
+    process::Command,
 };
 
-use anyhow::{Context as _, Result, bail};
+use anyhow::{Context as _, Result};
 
 use crate::network::{BRIDGE_ADDRESS, KUBERNETES_SERVICE_IP, NODE_NAME};
 
@@ -193,20 +193,10 @@ impl Pki {
     }
 
     fn openssl(&self, args: &[&str]) -> Result<()> {
-        let output = Command::new("openssl")
-            .args(args)
-            .current_dir(&self.dir)
-            .stdin(Stdio::null())
-            .output()
-            .context("running openssl: the cluster's keys are made with it")?;
-        if !output.status.success() {
-            bail!(
-                "openssl {}: {}",
-                args.join(" "),
-                String::from_utf8_lossy(&output.stderr).trim()
-            );
-        }
-        Ok(())
+        let mut openssl = Command::new("openssl");
+        openssl.args(args).current_dir(&self.dir);
+        let what = format!("openssl {}", args.join(" "));
+        crate::processes::checked(&mut openssl, &what, None).map(drop)
     }
 }
 

@@ -106,6 +106,29 @@ pub fn alive(pid: &str) -> bool {
     })
 }
 
+/// Runs `command` and gives what it printed; when it fails, an error that names it as `what`
+/// and says what it printed on stderr. `input`, when given, is its standard input.
+pub fn checked(command: &mut Command, what: &str, input: Option<&[u8]>) -> Result<Vec<u8>> {
+    let mut child = command
+        .stdin(if input.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .with_context(|| format!("running {what}"))?;
+    if let (Some(input), Some(mut stdin)) = (input, child.stdin.take()) {
+        std::io::Write::write_all(&mut stdin, input)?;
+    }
+    let output = child.wait_with_output()?;
+    if !output.status.success() {
+        bail!("{what}: {}", String::from_utf8_lossy(&output.stderr).trim());
+    }
+    Ok(output.stdout)
+}
+
 /// Waits up to `patience` until nothing listens on `port` of `address` any more.
 pub fn wait_port_free(address: std::net::Ipv4Addr, port: u16, patience: Duration) -> Result<()> {
     let deadline = Instant::now() + patience;

@@ -41,6 +41,9 @@ const DEPRECATED_KUSTOMIZE: &[(&str, &str)] = &[
 /// The user's Dockerfile, written once and never rewritten.
 const DOCKERFILE: &str = "Dockerfile";
 
+/// The user's values for the Helm chart, written once and never rewritten.
+const CHART_VALUES: &str = "deploy/values.yaml";
+
 /// Notes on the crate in `out`: one per layout change it has not taken yet.
 pub fn notes(out: &Path) -> Vec<String> {
     let mut notes = Vec::new();
@@ -84,6 +87,16 @@ pub fn notes(out: &Path) -> Vec<String> {
              {BASE_DEPLOYMENT} now runs it in {base:?}, and kustomize matches a patch by \
              namespace too, so `kubectl kustomize deploy/` fails: set `metadata.namespace: \
              {base}` in {DEPLOYMENT_PATCH}"
+        ));
+    }
+    for (file, image) in moving_images(out) {
+        notes.push(format!(
+            "{file} (yours) names the image {}, whose tag `latest` makes the kubelet pull it \
+             at every start: an image loaded into the node (kind load, `ctr images import`, \
+             what `operator-gen image` builds) then never starts. Name a tag that does not \
+             move, such as the crate's version ({}), or set the pull policy to IfNotPresent",
+            crate::text::Text::new(image).comment(),
+            crate::model::CRATE_VERSION,
         ));
     }
     let moved = present(out, MOVED_TO_RUNTIME);
@@ -191,6 +204,44 @@ fn is_moving_rust(image: &str) -> bool {
     !exact
 }
 
+/// The images of the user's Deployment patch and chart values that are tagged `latest` (or
+/// not tagged, which means `latest`) with no pull policy beside them, by file: files an older
+/// operator-gen wrote with `<crate>:latest`, which the kubelet pulls at every start.
+fn moving_images(out: &Path) -> Vec<(&'static str, String)> {
+    let mut found = Vec::new();
+    if let Some(patch) = document(out, DEPLOYMENT_PATCH) {
+        let containers = patch.pointer("/spec/template/spec/containers");
+        for container in containers.and_then(|c| c.as_array()).into_iter().flatten() {
+            let image = container["image"].as_str().unwrap_or_default();
+            if is_latest(image) && container.get("imagePullPolicy").is_none() {
+                found.push((DEPLOYMENT_PATCH, image.to_owned()));
+            }
+        }
+    }
+    if let Some(values) = document(out, CHART_VALUES) {
+        let image = &values["image"];
+        let latest = image["tag"].as_str() == Some("latest");
+        if latest && image.get("pullPolicy").is_none() {
+            let repository = image["repository"].as_str().unwrap_or_default();
+            found.push((CHART_VALUES, format!("{repository}:latest")));
+        }
+    }
+    found
+}
+
+/// Whether the image reference `image` is tagged `latest`, or not tagged and not pinned by
+/// digest, which container runtimes read as `latest`.
+fn is_latest(image: &str) -> bool {
+    if image.is_empty() || image.contains('@') {
+        return false;
+    }
+    let last = image.rsplit('/').next().unwrap_or(image);
+    match last.split_once(':') {
+        Some((_, tag)) => tag == "latest",
+        None => true,
+    }
+}
+
 /// The namespaces of the user's Deployment patch and of the generated Deployment, when both
 /// name one and they differ: the base moved (an operator that gained admission webhooks of a
 /// built-in kind runs in a namespace of its own), and the patch, written once, did not.
@@ -203,16 +254,20 @@ fn patch_in_another_namespace(out: &Path) -> Option<(String, String)> {
 /// `metadata.namespace` of the YAML document at `relative`, read within the manifest caps; a
 /// file that is missing, unreadable or not such a document gives none, and so no note.
 fn metadata_namespace(out: &Path, relative: &str) -> Option<String> {
+    document(out, relative)?
+        .pointer("/metadata/namespace")?
+        .as_str()
+        .map(str::to_owned)
+}
+
+/// The YAML document at `relative`, read within the manifest caps; none for a file that is
+/// missing, unreadable or not one document.
+fn document(out: &Path, relative: &str) -> Option<serde_json::Value> {
     let bytes = CrateDir::new(out)
         .read(Path::new(relative), crate::limits::MAX_MANIFEST_BYTES)
         .ok()??;
     let text = std::str::from_utf8(&bytes).ok()?;
-    let document: serde_json::Value =
-        serde_saphyr::from_str_with_options(text, crate::limits::yaml_options()).ok()?;
-    document
-        .pointer("/metadata/namespace")?
-        .as_str()
-        .map(str::to_owned)
+    serde_saphyr::from_str_with_options(text, crate::limits::yaml_options()).ok()
 }
 
 /// Which of `files` are regular files in the crate in `out`.
@@ -318,6 +373,57 @@ mod tests {
             super::notes(tmp.path()).is_empty(),
             "a patch that does not parse gets no note"
         );
+    }
+
+    #[test]
+    fn an_image_tagged_latest_in_the_users_files_is_told_it_never_starts_when_loaded() {
+        let tmp = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(tmp.path().join("deploy")).unwrap();
+        let patch = |image: &str, policy: &str| {
+            format!(
+                "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: op\nspec:\n  template:\n    spec:\n      containers:\n        - name: operator\n          image: {image}\n{policy}"
+            )
+        };
+        for (image, policy, noted) in [
+            ("op:latest", "", true),
+            ("registry.local:5000/op", "", true),
+            ("op:0.1.0", "", false),
+            (
+                "op:latest",
+                "          imagePullPolicy: IfNotPresent\n",
+                false,
+            ),
+            ("op@sha256:abcd", "", false),
+        ] {
+            std::fs::write(tmp.path().join(DEPLOYMENT_PATCH), patch(image, policy)).unwrap();
+            let notes = notes(tmp.path());
+            assert_eq!(
+                notes.len(),
+                usize::from(noted),
+                "{image} {policy}: {notes:?}"
+            );
+            if noted {
+                assert!(notes[0].starts_with(DEPLOYMENT_PATCH), "{notes:?}");
+                assert!(notes[0].contains(crate::model::CRATE_VERSION), "{notes:?}");
+            }
+        }
+        std::fs::remove_file(tmp.path().join(DEPLOYMENT_PATCH)).unwrap();
+        std::fs::write(
+            tmp.path().join(CHART_VALUES),
+            "image:\n  repository: op\n  tag: latest\n",
+        )
+        .unwrap();
+        let notes = notes(tmp.path());
+        assert!(
+            notes.len() == 1 && notes[0].contains("op:latest"),
+            "{notes:?}"
+        );
+        std::fs::write(
+            tmp.path().join(CHART_VALUES),
+            "image:\n  repository: op\n  tag: latest\n  pullPolicy: IfNotPresent\n",
+        )
+        .unwrap();
+        assert!(super::notes(tmp.path()).is_empty());
     }
 
     #[test]

@@ -17,6 +17,12 @@
 //! The body of a request and the whole request have deadlines of their own, by route (see
 //! `request_budget`); a TLS handshake has the headers' deadline.
 //!
+//! A server that drains ([`Limits::serve_draining`]) keeps answering after the operator is
+//! asked to stop: it accepts no new connection, answers each open one's next request with
+//! `Connection: close`, and ends once they are closed. A client that keeps connections alive,
+//! as the API server does with the webhooks', then moves to another replica after one more
+//! answer, rather than writing a request into a connection the stopping replica closed.
+//!
 //! The server is hyper's HTTP/1 connection under these limits, with axum's router as its
 //! service: every port serves HTTP/1 only, so nothing here builds HTTP/2.
 
@@ -24,7 +30,10 @@ use std::{
     future::Future,
     io,
     pin::Pin,
-    sync::Arc,
+    sync::{
+        Arc,
+        atomic::{AtomicBool, Ordering},
+    },
     task::{Context, Poll, ready},
     time::Duration,
 };
@@ -44,6 +53,12 @@ use tokio::{
 use tower::ServiceExt as _;
 
 use crate::metrics::Metrics;
+#[cfg(feature = "webhooks")]
+use crate::shutdown::Shutdown;
+
+/// How long a draining server waits for its connections to close: each closes after its next
+/// answer, and an idle one when the headers' deadline ends it.
+pub const DRAIN: Duration = Duration::from_secs(10);
 
 /// The limits of one port.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -111,30 +126,76 @@ impl Limits {
         Fut: Future<Output = io::Result<Io>> + Send + 'static,
         Io: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     {
-        listener.set_nonblocking(true)?;
-        let listener = tokio::net::TcpListener::from_std(listener)?;
-        let capped = Capped::new(self, Arc::clone(metrics));
-        loop {
-            let stream = match listener.accept().await {
-                Ok((stream, _)) => stream,
-                Err(error) => {
-                    // Out of open files, say: wait rather than spin, and keep accepting.
-                    tracing::debug!(%error, port = self.port, "could not accept a connection");
-                    tokio::time::sleep(ACCEPT_RETRY).await;
-                    continue;
-                }
-            };
-            let Some(guarded) = capped.admit(stream) else {
-                continue;
-            };
-            tokio::spawn(self.connection(handshake(guarded), routes.clone()));
+        let accepting = self.accepting(listener, routes, handshake, metrics);
+        accepting.until(std::future::pending()).await.map(drop)
+    }
+
+    /// [`Limits::serve`] until `shutdown` is requested, then drains (see the module's docs)
+    /// for at most [`DRAIN`]; `shutdown` waits for it ([`Shutdown::drained`]).
+    #[cfg(feature = "webhooks")]
+    pub(crate) async fn serve_draining<H, Fut, Io>(
+        self,
+        listener: std::net::TcpListener,
+        routes: Router,
+        handshake: H,
+        metrics: &Arc<Metrics>,
+        shutdown: &Shutdown,
+    ) -> io::Result<()>
+    where
+        H: Fn(Guarded<TcpStream>) -> Fut,
+        Fut: Future<Output = io::Result<Io>> + Send + 'static,
+        Io: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    {
+        let _draining = shutdown.draining();
+        let accepting = self.accepting(listener, routes, handshake, metrics);
+        let capped = accepting.until(shutdown.requested()).await?;
+        tracing::info!(
+            port = self.port,
+            "asked to stop; answering open connections once more"
+        );
+        capped.draining.store(true, Ordering::SeqCst);
+        let max = u32::try_from(self.max_connections).unwrap_or(u32::MAX);
+        let all_closed = Arc::clone(&capped.open).acquire_many_owned(max);
+        if tokio::time::timeout(DRAIN, all_closed).await.is_err() {
+            tracing::info!(
+                port = self.port,
+                "connections still open after {DRAIN:?}; closing them"
+            );
+        }
+        Ok(())
+    }
+
+    /// The accept loop of `listener`, not started yet.
+    fn accepting<H, Fut, Io>(
+        self,
+        listener: std::net::TcpListener,
+        routes: Router,
+        handshake: H,
+        metrics: &Arc<Metrics>,
+    ) -> Accepting<H>
+    where
+        H: Fn(Guarded<TcpStream>) -> Fut,
+        Fut: Future<Output = io::Result<Io>> + Send + 'static,
+        Io: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    {
+        Accepting {
+            limits: self,
+            listener,
+            routes,
+            handshake,
+            capped: Capped::new(self, Arc::clone(metrics)),
         }
     }
 
     /// One connection, from its handshake, within the headers' deadline, to its close: hyper's
-    /// HTTP/1, with the headers' deadline, serving `routes`.
-    async fn connection<Io>(self, handshake: impl Future<Output = io::Result<Io>>, routes: Router)
-    where
+    /// HTTP/1, with the headers' deadline, serving `routes`; once `draining`, each answer
+    /// says `Connection: close`, and hyper closes the connection after it.
+    async fn connection<Io>(
+        self,
+        handshake: impl Future<Output = io::Result<Io>>,
+        routes: Router,
+        draining: Arc<AtomicBool>,
+    ) where
         Io: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     {
         let io = match tokio::time::timeout(self.headers, handshake).await {
@@ -148,7 +209,17 @@ impl Limits {
                 return;
             }
         };
-        let service = routes.map_request(|request: http::Request<Incoming>| request.map(Body::new));
+        let service = routes
+            .map_request(|request: http::Request<Incoming>| request.map(Body::new))
+            .map_response(move |mut response: http::Response<Body>| {
+                if draining.load(Ordering::SeqCst) {
+                    response.headers_mut().insert(
+                        http::header::CONNECTION,
+                        http::HeaderValue::from_static("close"),
+                    );
+                }
+                response
+            });
         let served = hyper::server::conn::http1::Builder::new()
             .timer(TokioTimer::new())
             .header_read_timeout(self.headers)
@@ -177,6 +248,58 @@ impl Limits {
     }
 }
 
+/// A port's accept loop and what each connection it accepts gets.
+struct Accepting<H> {
+    limits: Limits,
+    listener: std::net::TcpListener,
+    routes: Router,
+    handshake: H,
+    capped: Capped,
+}
+
+impl<H> Accepting<H> {
+    /// Accepts connections until `stop`, each served on a task of its own; the connections'
+    /// slots once it stops, which free as they close.
+    async fn until<Fut, Io>(self, stop: impl Future<Output = ()>) -> io::Result<Capped>
+    where
+        H: Fn(Guarded<TcpStream>) -> Fut,
+        Fut: Future<Output = io::Result<Io>> + Send + 'static,
+        Io: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    {
+        let Self {
+            limits,
+            listener,
+            routes,
+            handshake,
+            capped,
+        } = self;
+        listener.set_nonblocking(true)?;
+        let listener = tokio::net::TcpListener::from_std(listener)?;
+        tokio::pin!(stop);
+        loop {
+            let accepted = tokio::select! {
+                biased;
+                () = &mut stop => return Ok(capped),
+                accepted = listener.accept() => accepted,
+            };
+            let stream = match accepted {
+                Ok((stream, _)) => stream,
+                Err(error) => {
+                    // Out of open files, say: wait rather than spin, and keep accepting.
+                    tracing::debug!(%error, port = limits.port, "could not accept a connection");
+                    tokio::time::sleep(ACCEPT_RETRY).await;
+                    continue;
+                }
+            };
+            let Some(guarded) = capped.admit(stream) else {
+                continue;
+            };
+            let draining = Arc::clone(&capped.draining);
+            tokio::spawn(limits.connection(handshake(guarded), routes.clone(), draining));
+        }
+    }
+}
+
 /// How long to wait before accepting again after accepting failed.
 const ACCEPT_RETRY: Duration = Duration::from_millis(50);
 
@@ -187,6 +310,8 @@ struct Capped {
     limits: Limits,
     open: Arc<Semaphore>,
     metrics: Arc<Metrics>,
+    /// Whether the server drains: every answer closes its connection.
+    draining: Arc<AtomicBool>,
 }
 
 impl Capped {
@@ -196,6 +321,7 @@ impl Capped {
             limits,
             open: Arc::new(Semaphore::new(limits.max_connections)),
             metrics,
+            draining: Arc::default(),
         }
     }
 
@@ -448,6 +574,64 @@ mod tests {
         }
         let answer = get(addr, "/").await.expect("an answer");
         assert!(answer.contains("hello"), "{answer}");
+    }
+
+    #[cfg(feature = "webhooks")]
+    #[tokio::test]
+    async fn once_asked_to_stop_a_draining_server_answers_an_open_connection_once_more_and_closes_it()
+     {
+        let metrics = metrics();
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a loopback port");
+        let addr = listener.local_addr().expect("its address");
+        let (shutdown, trigger) = Shutdown::manual();
+        let server = tokio::spawn({
+            let (shutdown, metrics) = (shutdown.clone(), Arc::clone(&metrics));
+            async move {
+                let plain = |stream| async { Ok(stream) };
+                WEBHOOKS
+                    .serve_draining(listener, hello(), plain, &metrics, &shutdown)
+                    .await
+            }
+        });
+        let mut kept = tokio::net::TcpStream::connect(addr).await.expect("connect");
+        let request = b"GET / HTTP/1.1\r\nhost: test\r\n\r\n";
+        let mut buffer = vec![0; 4096];
+        kept.write_all(request).await.expect("a request");
+        let read = kept.read(&mut buffer).await.expect("an answer");
+        let first = String::from_utf8_lossy(&buffer[..read]).to_lowercase();
+        assert!(
+            first.contains("hello") && !first.contains("connection: close"),
+            "{first}"
+        );
+        trigger.stop();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert!(
+            !server.is_finished(),
+            "it drains while a connection is open"
+        );
+        assert!(
+            tokio::net::TcpStream::connect(addr).await.is_err(),
+            "a stopping server accepts no new connection"
+        );
+        kept.write_all(request)
+            .await
+            .expect("the same connection, reused");
+        let mut rest = Vec::new();
+        kept.read_to_end(&mut rest)
+            .await
+            .expect("answered, then closed");
+        let last = String::from_utf8_lossy(&rest).to_lowercase();
+        assert!(
+            last.contains("hello") && last.contains("connection: close"),
+            "{last}"
+        );
+        tokio::time::timeout(Duration::from_secs(2), server)
+            .await
+            .expect("done once its connections closed")
+            .expect("ran")
+            .expect("served");
+        let waited = tokio::time::timeout(Duration::from_secs(1), shutdown.drained(DRAIN)).await;
+        assert!(waited.is_ok(), "the stop no longer waits for it");
     }
 
     #[tokio::test]

@@ -144,7 +144,7 @@ impl Election {
         F: FnMut(Term) -> Fut,
         Fut: Future<Output = ()>,
     {
-        let shutdown = self.shutdown.clone().unwrap_or_else(Shutdown::on_signal);
+        let shutdown = self.shutdown.clone().unwrap_or_else(Shutdown::process);
         if !self.enabled {
             metrics.leading();
             serve(&mut term, shutdown.requested()).await;

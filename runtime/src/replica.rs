@@ -227,7 +227,7 @@ where
     F: FnMut(leader::Term) -> Fut,
     Fut: Future<Output = ()>,
 {
-    let shutdown = Shutdown::on_signal();
+    let shutdown = Shutdown::process();
     let election = election.with_shutdown(shutdown.clone()).campaigning();
     let sharder_metrics = Metrics::new(ReadyWhen::WatchesListed(0));
     let sharder = election.run(&sharder_metrics, |term| {

@@ -798,7 +798,12 @@ impl<'a> Elected<'a> {
             self.common,
         );
         let term = |leadership| run_term(leadership, self.watches(metrics));
-        self.shards.run(election, metrics, namespace, term).await
+        let ran = self.shards.run(election, metrics, namespace, term).await;
+        // The webhooks' server answers its open connections once more before the process ends.
+        crate::shutdown::Shutdown::process()
+            .drained(crate::connections::DRAIN)
+            .await;
+        ran
     }
 
     /// The watches of one term, where this operator watches and on this replica's shard with

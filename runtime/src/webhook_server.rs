@@ -54,8 +54,12 @@ pub async fn serve(
         }
     });
     tracing::info!(%addr, "serving webhooks");
+    // Once the operator is asked to stop, every replica keeps answering the API server's open
+    // connections, each once more with `Connection: close`: the API server moves to another
+    // replica rather than losing a request it wrote into a closed one.
+    let shutdown = crate::shutdown::Shutdown::process();
     if let Err(error) = WEBHOOKS
-        .serve(listener, routes, tls_handshake(served), &metrics)
+        .serve_draining(listener, routes, tls_handshake(served), &metrics, &shutdown)
         .await
     {
         tracing::error!(%error, "the webhooks are down");

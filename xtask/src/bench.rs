@@ -49,12 +49,11 @@ use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
 use kube::{
     Api, Client, Resource, ResourceExt,
     api::{DeleteParams, ListParams, Patch, PatchParams, PostParams},
-    config::{KubeConfigOptions, Kubeconfig},
     runtime::{WatchStreamExt, watcher},
 };
-use serde_json::json;
-
 use operator_gen_cluster::{Cluster, deploy_namespace};
+pub(crate) use operator_gen_e2e::kit::{client, stop_gracefully};
+use serde_json::json;
 
 mod allocations;
 mod build;
@@ -220,7 +219,12 @@ pub fn run(args: BenchArgs) -> Result<std::process::ExitCode> {
         println!("\nWhat building the same job costs:\n\n{table}");
     }
     if let Some(table) = side_by_side {
-        println!("\nexample-operator beside its peers, doing the same job:\n\n{table}");
+        let on = if Cluster::new(workspace.clone()).has_node() {
+            "a control plane with a node, whose kubelet, kube-proxy and controllers write too"
+        } else {
+            "a control plane without a node (`cargo xtask cluster up --no-node`)"
+        };
+        println!("\nexample-operator beside its peers, doing the same job, on {on}:\n\n{table}");
     }
     for failure in &over {
         eprintln!("error: {failure}");
@@ -769,33 +773,9 @@ impl Bench {
     }
 }
 
-/// A client as the user of `kubeconfig`.
-pub(crate) async fn client(kubeconfig: &Path) -> Result<Client> {
-    let config = kube::Config::from_custom_kubeconfig(
-        Kubeconfig::read_from(kubeconfig)?,
-        &KubeConfigOptions::default(),
-    )
-    .await?;
-    Ok(Client::try_from(config)?)
-}
-
 fn stop(operator: &mut Child) {
     let _ = operator.kill();
     let _ = operator.wait();
-}
-
-/// Stops an operator as the kubelet does, with SIGTERM, so that it hands back its Leases;
-/// kills it if it has not exited within the grace period.
-pub(crate) fn stop_gracefully(operator: &mut Child) {
-    if let Ok(pid) = libc::pid_t::try_from(operator.id()) {
-        // SAFETY: kill(2) with a pid this process spawned and has not reaped.
-        unsafe { libc::kill(pid, libc::SIGTERM) };
-    }
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while matches!(operator.try_wait(), Ok(None)) && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    stop(operator);
 }
 
 /// Peak resident memory of a running process.

@@ -211,7 +211,7 @@ fn check(tools: &Tools, operator: &OperatorCrate) -> Result<usize> {
             )],
             kustomize: &["deploy/local"],
             // deploy/local/ leaves out the workload, which the chart installs whatever it calls.
-            without: &["Deployment", "Service"],
+            without: &["Deployment", "Service", "PodDisruptionBudget"],
         });
     }
     for mode in &modes {
@@ -269,6 +269,7 @@ fn every_value_reaches_the_deployment(tools: &Tools, operator: &OperatorCrate) -
         "image.repository=registry.example/operator",
         // Digits, which `--set` reads as an integer.
         "image.tag=20260611",
+        "image.pullPolicy=Always",
         "resources.limits.memory=1Gi",
     ];
     let has = |key: &str| !defaults[key].is_null();
@@ -285,6 +286,13 @@ fn every_value_reaches_the_deployment(tools: &Tools, operator: &OperatorCrate) -
         .any(|key| key.kind == "CustomResourceDefinition")
     {
         bail!("with crds.install=false the chart still installs the CRD");
+    }
+    // A budget over fewer than two replicas would let no drain evict one.
+    for replicas in ["replicas=0", "replicas=1"] {
+        let few = helm_objects(tools, operator, &[replicas.to_owned()])?;
+        if few.keys().any(|key| key.kind == "PodDisruptionBudget") {
+            bail!("with {replicas} the chart still installs a PodDisruptionBudget");
+        }
     }
     let deployment = objects
         .iter()
@@ -325,6 +333,11 @@ fn every_value_reaches_the_deployment(tools: &Tools, operator: &OperatorCrate) -
             json!("0.0.0.0:9090"),
         ),
         ("the http port", port.into(), json!(9090)),
+        (
+            "imagePullPolicy",
+            container["imagePullPolicy"].clone(),
+            json!("Always"),
+        ),
         ("LOG_FORMAT", env("LOG_FORMAT").into(), json!("pretty")),
         ("RUST_LOG", env("RUST_LOG").into(), json!("debug")),
         (

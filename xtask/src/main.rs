@@ -4,13 +4,11 @@
 //! runs the operators on it, and `bench` measures `gen` and a generated operator against
 //! their floors.
 
-mod artifacts;
 mod bench;
 mod charts;
 mod cluster;
 mod contracts;
 mod corpus;
-mod e2e;
 
 use clap::{Parser, Subcommand};
 use operator_gen_cli::{Shell, exit_code};
@@ -41,7 +39,7 @@ enum Command {
     /// Lint every operator crate's Helm chart and compare its objects with kustomize's.
     Charts(charts::ChartsArgs),
     /// Run every operator crate against a real API server and check what it does.
-    E2e(e2e::E2eArgs),
+    E2e(operator_gen_e2e::E2eArgs),
 }
 
 fn main() -> std::process::ExitCode {
@@ -52,7 +50,7 @@ fn main() -> std::process::ExitCode {
         Command::Bench(args) => bench::run(args),
         Command::Cluster(args) => cluster::run(args),
         Command::Charts(args) => charts::run(args),
-        Command::E2e(args) => e2e::run(args),
+        Command::E2e(args) => operator_gen_e2e::run(&workspace_root(), args),
     };
     exit_code(result)
 }

@@ -51,24 +51,54 @@ fn kill(pid: &str) {
     let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
 }
 
+/// Kills every process of the pod with `uid` at once, as a crash would end them: the
+/// processes in its cgroup (`pod<uid>`, under the node's) in every hierarchy. How many it killed.
+pub fn crash_pod(uid: &str) -> usize {
+    let name = format!("pod{uid}");
+    let mut pids: Vec<String> = host::cgroup_roots()
+        .iter()
+        .flat_map(|root| folders_below(root))
+        .filter(|dir| dir.file_name().is_some_and(|n| n == name.as_str()))
+        .flat_map(|pod| procs_below(&pod))
+        .collect();
+    pids.sort();
+    pids.dedup();
+    for pid in &pids {
+        kill(pid);
+    }
+    pids.len()
+}
+
 /// The pids in `cgroup` and every cgroup below it.
 fn procs_below(cgroup: &Path) -> Vec<String> {
-    let mut pids = Vec::new();
-    let mut stack = vec![cgroup.to_owned()];
+    folders_below(cgroup)
+        .iter()
+        .filter_map(|dir| fs::read_to_string(dir.join("cgroup.procs")).ok())
+        .flat_map(|text| {
+            text.split_whitespace()
+                .map(str::to_owned)
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+/// `root` and every folder below it, when it is one; none when it is not.
+fn folders_below(root: &Path) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    let mut stack = vec![root.to_owned()];
     while let Some(dir) = stack.pop() {
-        if let Ok(text) = fs::read_to_string(dir.join("cgroup.procs")) {
-            pids.extend(text.split_whitespace().map(str::to_owned));
-        }
-        if let Ok(entries) = fs::read_dir(&dir) {
-            stack.extend(
-                entries
-                    .flatten()
-                    .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
-                    .map(|e| e.path()),
-            );
-        }
+        let Ok(entries) = fs::read_dir(&dir) else {
+            continue;
+        };
+        stack.extend(
+            entries
+                .flatten()
+                .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+                .map(|e| e.path()),
+        );
+        found.push(dir);
     }
-    pids
+    found
 }
 
 /// The pids of containerd's runc shims that serve the node's containerd: they run outside the
@@ -171,22 +201,7 @@ pub fn remove_bridge() {
 /// Removes the node's cgroups, deepest first, in every hierarchy.
 pub fn remove_cgroups() {
     for root in host::cgroup_roots() {
-        let mut dirs = Vec::new();
-        let mut stack = vec![root];
-        while let Some(dir) = stack.pop() {
-            if !dir.is_dir() {
-                continue;
-            }
-            if let Ok(entries) = fs::read_dir(&dir) {
-                stack.extend(
-                    entries
-                        .flatten()
-                        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
-                        .map(|e| e.path()),
-                );
-            }
-            dirs.push(dir);
-        }
+        let mut dirs = folders_below(&root);
         dirs.sort_by_key(|dir| std::cmp::Reverse(dir.components().count()));
         for dir in dirs {
             let _ = fs::remove_dir(dir);
@@ -241,6 +256,33 @@ pub fn remove_machine_paths(record: &host::Record, sandboxes: &[String]) {
     if socket.exists() {
         let _ = fs::remove_file(socket);
     }
+}
+
+/// What of the node is still on the machine: its bridge, its folders, mounts below them, its
+/// cgroups, shims of its containerd, and iptables chains of Kubernetes' or its own.
+pub fn left_behind(folders: &[&Path]) -> anyhow::Result<Vec<String>> {
+    let mut left = Vec::new();
+    if Path::new("/sys/class/net").join(BRIDGE).exists() {
+        left.push(format!("the bridge {BRIDGE}"));
+    }
+    for folder in folders.iter().filter(|folder| folder.exists()) {
+        left.push(format!("the folder {}", folder.display()));
+    }
+    for point in mounts_below(folders) {
+        left.push(format!("the mount {}", point.display()));
+    }
+    for root in host::cgroup_roots().iter().filter(|root| root.exists()) {
+        left.push(format!("the cgroup {}", root.display()));
+    }
+    if let Some(run) = folders.last() {
+        for pid in shims(run) {
+            left.push(format!("containerd's shim, pid {pid}"));
+        }
+    }
+    for chain in super::netfilter::kubernetes_chains()? {
+        left.push(format!("the iptables chain {chain}"));
+    }
+    Ok(left)
 }
 
 #[cfg(test)]

@@ -114,7 +114,7 @@ impl Node {
     pub fn prepare(&self, control_plane: &Path) -> Result<Cgroups> {
         let cgroups = host::requirements(control_plane)?;
         if host::claim(&self.owner)? == host::Claim::Leftover {
-            self.stop();
+            self.stop()?;
             host::claim(&self.owner)?;
         }
         host::Record::take(&self.owner)
@@ -251,21 +251,13 @@ impl Node {
 
     /// Imports the image tarball `tar` into the node's containerd, where the kubelet finds it.
     pub fn import(&self, containerd_bin: &Path, tar: &Path) -> Result<()> {
-        let output = Command::new(containerd_bin.join("ctr"))
-            .arg("--address")
+        let mut ctr = Command::new(containerd_bin.join("ctr"));
+        ctr.arg("--address")
             .arg(self.folders.containerd_socket())
             .args(["--namespace", "k8s.io", "images", "import"])
-            .arg(tar)
-            .output()
-            .context("running ctr")?;
-        if !output.status.success() {
-            bail!(
-                "containerd refused the image {}: {}",
-                tar.display(),
-                String::from_utf8_lossy(&output.stderr).trim()
-            );
-        }
-        Ok(())
+            .arg(tar);
+        let what = format!("containerd's import of the image {}", tar.display());
+        processes::checked(&mut ctr, &what, None).map(drop)
     }
 
     /// Waits until the node reports Ready, and says why not when it does not.
@@ -303,6 +295,11 @@ impl Node {
         }
     }
 
+    /// Kills every process of the pod with `uid` at once; how many.
+    pub fn crash_pod(&self, uid: &str) -> usize {
+        cleanup::crash_pod(uid)
+    }
+
     /// Whether a node of this checkout is on the machine, running or left by a killed run.
     pub fn is_here(&self) -> bool {
         host::Record::load().is_some_and(|record| record.owner == self.owner)
@@ -310,10 +307,15 @@ impl Node {
 
     /// Takes the node apart, if it is this checkout's: its processes, the pods' processes and
     /// mounts, the bridge and its veths, the iptables rules, the cgroups, the machine-wide
-    /// folders it created, and the kernel settings it changed.
-    pub fn stop(&self) {
+    /// folders it created, and the kernel settings it changed; then looks for anything of it
+    /// left.
+    ///
+    /// # Errors
+    ///
+    /// What is still there after every step ran, each named.
+    pub fn stop(&self) -> Result<()> {
         let Some(record) = host::Record::load().filter(|r| r.owner == self.owner) else {
-            return;
+            return Ok(());
         };
         for name in ["kubelet", "kube-proxy"] {
             self.processes.stop(name, STOP_GRACE);
@@ -331,6 +333,11 @@ impl Node {
         record.restore_sysctls();
         let _ = fs::remove_dir_all(&self.folders.run);
         let _ = fs::remove_dir_all(&self.folders.state);
+        let left = cleanup::left_behind(&[&self.folders.state, &self.folders.run])?;
+        if !left.is_empty() {
+            bail!("taking the node apart left {}", left.join(", "));
+        }
+        Ok(())
     }
 }
 

@@ -102,8 +102,17 @@ fn settings(crate_name: &str, features: Features) -> Vec<Setting> {
         Setting {
             path: &["image", "tag"],
             kind: Kind::Tag,
-            default: json!("latest"),
-            doc: "The image's tag.",
+            default: json!(super::CRATE_VERSION),
+            doc: "The image's tag: the crate's version by default, which `operator-gen image` \
+                  tags it with. `latest` would make the kubelet pull on every start, and an \
+                  image loaded into the node (kind load, ctr import) would never start.",
+        },
+        Setting {
+            path: &["image", "pullPolicy"],
+            kind: Kind::OneOf(&["IfNotPresent", "Always", "Never"]),
+            default: json!("IfNotPresent"),
+            doc: "When the kubelet pulls the image: IfNotPresent runs one loaded into the node \
+                  or pulled before; Always asks the registry at every start.",
         },
         Setting {
             path: &["replicas"],

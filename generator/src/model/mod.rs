@@ -121,6 +121,8 @@ pub struct Crate {
     pub name: Text,
     /// The crate name as a Rust path segment (`prometheusrule_controller`).
     pub ident: Ident,
+    /// Its version, [`CRATE_VERSION`], which also tags its image.
+    pub version: Constant,
     /// The package description.
     pub description: Text,
     pub provenance: Provenance,
@@ -223,7 +225,9 @@ pub struct Deploy {
     /// Whether `deploy/` creates that namespace, the operator's own (see
     /// [`Webhooks::exempt_label`]), rather than using `default`.
     pub own_namespace: bool,
-    /// The image `deploy/base/deployment.yaml` runs, `<crate>:latest`.
+    /// The image `deploy/base/deployment.yaml` runs, `<crate>:<version>`: a tag that does not
+    /// move, so the kubelet's default pull policy for it is IfNotPresent and an image loaded
+    /// into the node starts.
     pub image: Text,
     /// The image the Dockerfile builds the operator in ([`BUILDER_IMAGE`]).
     pub builder_image: Constant,
@@ -236,6 +240,10 @@ pub struct Deploy {
     /// The CRD as loaded, for `deploy/base/crd.yaml` (imported and dynamic operators).
     pub crd_yaml: Option<YamlDocument>,
 }
+
+/// The version of every crate the generator writes (Cargo.toml's `version`), and so the tag of
+/// its image.
+pub const CRATE_VERSION: &str = "0.1.0";
 
 /// The image a generated Dockerfile builds the operator in: one Rust release on one Alpine
 /// release, by exact version. A moving tag (`rust:1-alpine`) would build the same Dockerfile
@@ -553,6 +561,7 @@ fn krate(
     )?;
     Ok(Crate {
         ident: naming::snake_ident(&name),
+        version: Constant(CRATE_VERSION),
         description: description(facts.archetype, &facts.primary),
         provenance: provenance(flags, &facts.primary),
         name: Text::new(name),
@@ -610,7 +619,7 @@ fn deploy(
     Ok(Deploy {
         namespace,
         own_namespace,
-        image: Text::new(format!("{name}:latest")),
+        image: Text::new(format!("{name}:{CRATE_VERSION}")),
         builder_image: Constant(BUILDER_IMAGE),
         leader_election_role: Text::new(format!("{name}-leader-election")),
         rbac,

@@ -14,7 +14,7 @@ use anyhow::{Context as _, Result, bail};
 use serde::{Deserialize, Serialize};
 
 use super::Row;
-use crate::artifacts::Artifacts;
+use operator_gen_e2e::artifacts::Artifacts;
 
 /// The checked-in baseline, beside the bench it is the baseline of.
 const BASELINE: &str = "xtask/allocation-count/baseline.json";

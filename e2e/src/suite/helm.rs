@@ -1,13 +1,13 @@
 //! An operator installed with its Helm chart (`deploy/chart/`) by the real helm, on the real
-//! API server: for example-operator, the sharded generic crate and the crate with conversion,
-//! before any crate's kustomize run.
+//! API server: example-operator and the sharded generic crate, before any crate's kustomize
+//! run.
 //!
-//! The chart goes in as a user installs it, with its webhook configurations calling loopback
-//! rather than the Service (`webhooks.url`, as `deploy/local/` has it for a local run: no pod
-//! runs here), and the operator runs as a local process with a token of the ServiceAccount the chart
-//! installed, so only the chart's RBAC is what it may do. Its checks pass under that; `helm
-//! upgrade` changes the replicas, which reach the Deployment; `helm uninstall` removes every
-//! object of the release but the CRD, which is kept with its objects.
+//! The chart goes in as a user installs it, with its defaults, into the namespace its README
+//! names (made first with the restricted Pod Security profile, as the e2e enforces on every
+//! operator's namespace), and its pods run the image its values name: only the chart's RBAC
+//! is what they may do. Its checks pass under that; `helm upgrade` changes the replicas, which
+//! reach the Deployment and its pods; `helm uninstall` removes every object of the release but
+//! the CRD, which is kept with its objects.
 
 use std::collections::BTreeSet;
 
@@ -15,20 +15,20 @@ use anyhow::{Context as _, Result, bail};
 use serde_json::{Value, json};
 
 use super::Suite;
-use operator_gen_cluster as cluster;
 
 /// The crates installed with their charts: one with admission webhooks and a CRD it was given,
-/// the sharded generic one, and the one whose CRD converts between versions.
-pub(super) const HELM_CRATES: &[&str] = &[
-    "example-operator",
-    "workloads-generic-controller",
-    "backup-controller",
-];
+/// and the sharded generic one; both run in a namespace of their own, which the chart's guard
+/// requires.
+pub(crate) const HELM_CRATES: &[&str] = &["example-operator", "workloads-generic-controller"];
 
-/// What the check proves, as the e2e prints it.
-pub(super) const CHECK: &str = "its Helm chart installs it, its checks pass under the chart's \
-    ServiceAccount, an upgrade's replicas reach the Deployment, and uninstalling leaves only \
-    the CRD and its objects";
+/// The check of an install with the chart.
+pub(crate) const CHECK: super::Check = super::check(
+    "its Helm chart installs it and its pods become Ready, its checks pass under the chart's \
+     ServiceAccount, an upgrade's replicas reach the pods, and uninstalling leaves only the CRD \
+     and its objects",
+    super::Mode::AsItIs,
+    Suite::helm_lifecycle,
+);
 
 /// The replicas `helm upgrade` sets: neither chart default (2, or 3 when sharded).
 const UPGRADED_REPLICAS: u64 = 4;
@@ -37,10 +37,12 @@ impl Suite {
     pub(super) fn helm_lifecycle(&mut self) -> Result<()> {
         let installed = self.helm_install();
         let checked = installed.and_then(|()| self.helm_checks());
-        self.stop_all();
         let upgraded = checked.and_then(|()| self.helm_upgrade());
         let manifest = self.helm(&["get", "manifest", &self.name]);
         let uninstalled = self.helm(&["uninstall", &self.name]);
+        // Helm deletes the Deployment and then, without waiting for its pods to stop, their
+        // RBAC and ServiceAccount: the pods' last reconciles are refused.
+        self.fails_reconciles = Some("helm uninstall takes the RBAC away while the pods stop");
         let verified = upgraded.and_then(|()| {
             uninstalled?;
             self.only_the_crd_and_its_objects_left(&manifest?)
@@ -50,30 +52,11 @@ impl Suite {
         verified.and(cleaned)
     }
 
-    /// `helm install`, its webhooks calling loopback, and a token of the chart's
-    /// ServiceAccount for the operator.
+    /// `helm install` with the chart's defaults, and every pod Ready.
     fn helm_install(&mut self) -> Result<()> {
-        // The ServiceAccount `Suite::new` made for the kustomize run: Helm installs only
-        // objects no one else made, so the chart's own replaces it until the run.
-        self.admin(
-            &[
-                "delete",
-                "serviceaccount",
-                &self.name,
-                "-n",
-                &self.operator_namespace,
-                "--ignore-not-found",
-            ],
-            None,
-        )?;
-        if let Some(crd) = &self.derived_crd {
-            // A derived CRD is crdgen's output, which the chart cannot hold (its README says
-            // to apply it first).
-            self.admin(&["apply", "--server-side", "-f"], Some(crd))?;
-        }
         let chart = self.dir.join("deploy/chart");
         let chart = chart.to_str().context("a UTF-8 path")?;
-        let mut install = vec!["install", self.name.as_str(), chart];
+        let mut install = vec!["install", self.name.as_str(), chart, "--wait=false"];
         // A CRD someone else installed (prometheus-operator's, say) is theirs: the chart
         // leaves it alone, as its `crds.install` says a user would.
         let crd_elsewhere = self.crd_path.is_some()
@@ -82,27 +65,41 @@ impl Suite {
         if crd_elsewhere {
             install.extend(["--set", "crds.install=false"]);
         }
-        // No pod runs here, so the API server calls the webhooks where the local run serves
-        // them, as `deploy/local/` has it: the chart's value for that.
-        let loopback = format!("webhooks.url={}", operator_gen::model::LOCAL_WEBHOOK_BASE);
-        if self.has_admission() {
-            install.extend(["--set", &loopback]);
-        }
+        let namespace = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {
+            "name": self.operator_namespace,
+            "labels": {
+                "pod-security.kubernetes.io/enforce": "restricted",
+                "pod-security.kubernetes.io/warn": "restricted",
+            },
+        }});
+        self.apply_json(&namespace)?;
+        self.load_image(&self.chart_image()?)?;
         self.helm(&install)?;
         if self.crd_path.is_some() {
             self.wait_established()?;
         }
-        self.kubeconfig = self
-            .env
-            .operator_kubeconfig(&self.name, &self.operator_namespace)?;
-        let namespace =
-            json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": self.namespace}});
-        self.apply_json(&namespace)
+        let ready = self.workload.wait_ready(super::READY)?;
+        println!("\n{}: {ready}/{ready} pods Ready from the chart", self.name);
+        self.start_collecting();
+        self.after_install()
+    }
+
+    /// The image the chart's default values name: `<repository>:<tag>`.
+    fn chart_image(&self) -> Result<String> {
+        let path = self.dir.join("deploy/chart/values.yaml");
+        let text = std::fs::read_to_string(&path)?;
+        let values: Value =
+            serde_saphyr::from_str_with_options(&text, operator_gen::limits::yaml_options())
+                .with_context(|| format!("reading {}", path.display()))?;
+        let image = &values["image"];
+        match (image["repository"].as_str(), image["tag"].as_str()) {
+            (Some(repository), Some(tag)) => Ok(format!("{repository}:{tag}")),
+            _ => bail!("{} names no image.repository and image.tag", path.display()),
+        }
     }
 
     /// The checks this operator's kind of crate is about, run under the chart's objects.
     fn helm_checks(&mut self) -> Result<()> {
-        self.start("main", false)?;
         if !self.owned.is_empty() {
             self.child_appears()?;
         }
@@ -134,11 +131,17 @@ impl Suite {
         ])?;
         let deployment = self.operator_object("deployment", &self.name)?;
         match deployment["spec"]["replicas"].as_u64() {
-            Some(UPGRADED_REPLICAS) => Ok(()),
+            Some(UPGRADED_REPLICAS) => {}
             other => {
                 bail!("after `helm upgrade --set {replicas}` the Deployment has {other:?} replicas")
             }
         }
+        let ready = self.workload.wait_ready(super::READY)?;
+        println!(
+            "\n{}: {ready}/{ready} pods Ready after `helm upgrade --set {replicas}`",
+            self.name
+        );
+        Ok(())
     }
 
     /// After `helm uninstall`, none of the release's objects (`manifest`, from `helm get
@@ -184,18 +187,21 @@ impl Suite {
     }
 
     /// Leaves the cluster as the kustomize run expects it: the primaries the checks made gone
-    /// (their finalizers dropped, as no operator runs to remove them), the ServiceAccount and
-    /// its token back, and no release even when a step above failed.
+    /// (their finalizers dropped, as no operator runs to remove them), no release even when a
+    /// step above failed, and the namespace gone.
     fn after_helm(&mut self) -> Result<()> {
         let _ = self.helm(&["uninstall", &self.name, "--ignore-not-found"]);
         for name in self.primary_names()? {
             self.merge_patch(&self.primary, &name, r#"{"metadata":{"finalizers":null}}"#)?;
             self.delete_primary(&name)?;
         }
-        self.kubeconfig = self
-            .env
-            .operator_kubeconfig(&self.name, &self.operator_namespace)?;
-        Ok(())
+        let namespace = self.namespace.clone();
+        self.admin(
+            &["delete", "namespace", &namespace, "--ignore-not-found"],
+            None,
+        )?;
+        let own = self.operator_namespace.clone();
+        self.admin(&["delete", "namespace", &own, "--ignore-not-found"], None)
     }
 
     /// The primaries in the suite's namespace, by name.
@@ -215,9 +221,9 @@ impl Suite {
 
     /// `helm` with the admin's kubeconfig, in the operator's namespace; its output.
     fn helm(&self, args: &[&str]) -> Result<String> {
-        let helm = cluster::helm(&self.env.workspace)?;
+        let helm = operator_gen_cluster::helm(&self.env.workspace)?;
         let output = std::process::Command::new(&helm)
-            .env("KUBECONFIG", &self.env.admin)
+            .env("KUBECONFIG", self.env.kubectl.kubeconfig())
             .args(args)
             .args(["--namespace", &self.operator_namespace])
             .output()

@@ -1,11 +1,12 @@
 //! The operator's own monitoring (`deploy/monitoring/`), against a real Prometheus: Debian's
 //! `prometheus` and `promtool`, installed once per machine by `cluster/control-plane/prometheus.sh`.
 //!
-//! There is no kubelet, so nothing runs in a pod and prometheus-operator cannot discover
-//! targets. Prometheus scrapes the running operator through `static_configs` instead, with the
-//! job, port and path the ServiceMonitor gives (its port checked against the generated
-//! Service), and loads the PrometheusRule's groups as its rule file. The ServiceMonitor and
-//! PrometheusRule themselves pass a server dry run against prometheus-operator's own CRDs.
+//! prometheus-operator does not run here, so nothing turns the ServiceMonitor into a scrape
+//! config. Prometheus, on this machine, scrapes each of the operator's pods at its address on
+//! the node's bridge through `static_configs` instead, with the job, port and path the
+//! ServiceMonitor gives (its port checked against the generated Service), and loads the
+//! PrometheusRule's groups as its rule file. The ServiceMonitor and PrometheusRule themselves
+//! pass a server dry run against prometheus-operator's own CRDs.
 
 use std::{
     fs,
@@ -27,13 +28,13 @@ const PATIENCE: Duration = Duration::from_secs(60);
 
 /// Debian's Prometheus and its rule tester.
 #[derive(Clone)]
-pub(super) struct Prometheus {
+pub(crate) struct Prometheus {
     server: PathBuf,
     promtool: PathBuf,
 }
 
 /// Installs Prometheus when it is missing, as the control plane's build installs etcd.
-pub(super) fn install(workspace: &Path) -> Result<Prometheus> {
+pub(crate) fn install(workspace: &Path) -> Result<Prometheus> {
     let found = |tool: &str| -> Option<PathBuf> {
         std::env::var_os("PATH").and_then(|paths| {
             std::env::split_paths(&paths)
@@ -333,14 +334,18 @@ impl Suite {
         fs::create_dir_all(&work)?;
         let alerts = test_rules(&prometheus, &self.dir, &work, &job)?;
 
-        let target = format!("127.0.0.1:{}", self.metrics_port("main")?);
+        let targets: Vec<String> = self
+            .replicas()?
+            .iter()
+            .map(|replica| format!("{}:{}", replica.host, replica.metrics_port))
+            .collect();
         let config = json!({
             "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
             "rule_files": ["rules.json"],
             "scrape_configs": [{
                 "job_name": job,
                 "metrics_path": path,
-                "static_configs": [{"targets": [target]}],
+                "static_configs": [{"targets": &targets}],
             }],
         });
         fs::write(work.join("prometheus.json"), config.to_string())?;
@@ -370,8 +375,9 @@ impl Suite {
             missing = self.what_prometheus_lacks(port, &queries);
             if missing.is_empty() {
                 println!(
-                    "     {}: Prometheus: 1 target up, {} rules evaluated without error, {} dashboard queries with data, {} promtool tests passed",
+                    "\n    {}: Prometheus: {} targets up, {} rules evaluated without error, {} dashboard queries with data, {} promtool tests passed",
                     self.name,
+                    targets.len(),
                     alerts.len(),
                     queries.len(),
                     alerts.len() + 1

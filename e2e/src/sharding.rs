@@ -31,7 +31,7 @@ use operator_gen_runtime::internals::{
 };
 use tokio::{sync::watch, task::JoinHandle, time::Instant};
 
-use super::runtime_log::RuntimeLog;
+use crate::runtime_log::RuntimeLog;
 use operator_gen_cluster::Cluster;
 
 /// The ring, and the namespace its Leases and objects live in.
@@ -59,6 +59,17 @@ const RESYNC: Duration = Duration::from_millis(500);
 /// How long each state gets to settle.
 const PATIENCE: Duration = Duration::from_secs(60);
 
+/// The checks, in the order [`run`] makes them: the setup, each step, and the proof over all.
+pub(crate) const CHECKS: [&str; 7] = [
+    "sharding: 200 objects and two replicas",
+    "sharding: every object is reconciled by its shard",
+    "sharding: a third replica joins; objects move to it only through a drain",
+    "sharding: an API server restart longer than the Lease moves nothing",
+    "sharding: a crashed replica's objects move once its Lease expires",
+    "sharding: a stopped replica's objects move at once",
+    "sharding: no object was reconciled by two replicas at once",
+];
+
 /// One reconcile (or a drain's acknowledgement, which is one) by one replica.
 #[derive(Debug, Clone)]
 struct Interval {
@@ -75,7 +86,10 @@ type Journal = Arc<Mutex<Vec<Interval>>>;
 /// The checks, in order, each with what it measured; they share one control plane.
 /// With `restart`, the API server is restarted too, to prove that an outage longer than the
 /// Lease moves nothing.
-pub(super) fn run(admin: &Path, restart: Option<Cluster>) -> Vec<(&'static str, Result<String>)> {
+pub(crate) fn run(
+    admin: &Path,
+    restart: Option<Arc<Cluster>>,
+) -> Vec<(&'static str, Result<String>)> {
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -85,7 +99,7 @@ pub(super) fn run(admin: &Path, restart: Option<Cluster>) -> Vec<(&'static str, 
         Err(error) => return vec![("a runtime for the sharding checks", Err(error.into()))],
     };
     runtime.block_on(async {
-        let client = match crate::bench::client(admin).await {
+        let client = match crate::kit::client(admin).await {
             Ok(client) => client,
             Err(error) => return vec![("a client of the API server", Err(error))],
         };
@@ -119,7 +133,7 @@ struct Protocol {
 }
 
 impl Protocol {
-    fn new(client: Client, cluster: Option<Cluster>, log: Option<RuntimeLog>) -> Self {
+    fn new(client: Client, cluster: Option<Arc<Cluster>>, log: Option<RuntimeLog>) -> Self {
         Self {
             client,
             // A constant DNS label.
@@ -127,7 +141,7 @@ impl Protocol {
             journal: Journal::default(),
             replicas: BTreeMap::new(),
             sharder: None,
-            cluster: cluster.map(Arc::new),
+            cluster,
             log,
         }
     }
@@ -136,33 +150,18 @@ impl Protocol {
         let mut results = Vec::new();
         let setup = self.setup().await;
         let failed = setup.is_err();
-        results.push(("sharding: 200 objects and two replicas", setup));
+        results.push((CHECKS[0], setup));
         if failed {
             return results;
         }
-        let steps: [(&'static str, Step); 5] = [
-            (
-                "sharding: every object is reconciled by its shard",
-                Step::Settle,
-            ),
-            (
-                "sharding: a third replica joins; objects move to it only through a drain",
-                Step::Join,
-            ),
-            (
-                "sharding: an API server restart longer than the Lease moves nothing",
-                Step::Restart,
-            ),
-            (
-                "sharding: a crashed replica's objects move once its Lease expires",
-                Step::Crash,
-            ),
-            (
-                "sharding: a stopped replica's objects move at once",
-                Step::Stop,
-            ),
+        let steps = [
+            Step::Settle,
+            Step::Join,
+            Step::Restart,
+            Step::Crash,
+            Step::Stop,
         ];
-        for (name, step) in steps {
+        for (name, step) in CHECKS[1..].iter().zip(steps) {
             let result = self.step(step).await;
             let failed = result.is_err();
             results.push((name, result));
@@ -170,10 +169,7 @@ impl Protocol {
                 return results;
             }
         }
-        results.push((
-            "sharding: no object was reconciled by two replicas at once",
-            self.no_overlap(),
-        ));
+        results.push((CHECKS[6], self.no_overlap()));
         results
     }
 

@@ -1,24 +1,18 @@
 //! The conversion webhook of a derived operator served in several versions, on the real API
-//! server.
+//! server, which calls it through the operator's Service.
 //!
-//! A derived crate's CRD is what its `crdgen` prints, with `--webhook-url` as its README says for
-//! a local run: the conversion webhook's `clientConfig.url` is on loopback instead of the
-//! Service. The operator writes its CA
-//! into the CRD's `caBundle` with only its generated RBAC, and the API server then converts
-//! every read and write of an older version through it.
+//! A derived crate's CRD is what its `crdgen` prints. The operator's pods write their CA into
+//! its `caBundle` with only their generated RBAC, and the API server then converts every read
+//! and write of an older version through them.
 
-use std::{collections::BTreeSet, fs, path::Path, path::PathBuf, process::Command};
+use std::{collections::BTreeSet, fs};
 
 use anyhow::{Context as _, Result, bail};
 use futures::{StreamExt as _, TryStreamExt as _};
-use operator_gen::{
-    Selection, crd_document,
-    model::{HUB_FIELDS_ANNOTATION, LOCAL_WEBHOOK_BASE},
-    schema_sample,
-};
+use operator_gen::{Selection, crd_document, model::HUB_FIELDS_ANNOTATION, schema_sample};
 use serde_json::{Value, json};
 
-use super::{Suite, webhooks::WEBHOOK_PORT};
+use super::Suite;
 
 /// A field only the hub of a crate in this workspace has, for the check that it survives.
 struct HubOnly {
@@ -31,43 +25,6 @@ fn hub_only(name: &str) -> Option<HubOnly> {
         pointer: "/spec/note",
         value: "kept through every older version",
     })
-}
-
-/// The CRD that crate `name`'s `crdgen` (the binary at `crdgen`) prints, written into `logs`:
-/// for a crate that `converts`, with its conversion webhook called on loopback, as its
-/// README tells a user running it locally to print it (`--webhook-url`).
-pub(super) fn derived_crd(
-    crdgen: &Path,
-    converts: bool,
-    name: &str,
-    logs: &Path,
-) -> Result<PathBuf> {
-    let mut command = Command::new(crdgen);
-    if converts {
-        command.args(["--webhook-url", LOCAL_WEBHOOK_BASE]);
-    }
-    let output = command
-        .output()
-        .with_context(|| format!("running {}", crdgen.display()))?;
-    if !output.status.success() {
-        bail!(
-            "{name}'s crdgen failed: {}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-    }
-    let text = String::from_utf8(output.stdout).context("crdgen printed no UTF-8")?;
-    let crd: Value =
-        serde_saphyr::from_str_with_options(&text, operator_gen::limits::yaml_options())
-            .context("reading the CRD crdgen printed")?;
-    let config = crd.pointer("/spec/conversion/webhook/clientConfig");
-    let called = config.and_then(|c| c["url"].as_str());
-    if converts && !called.is_some_and(|url| url.starts_with(LOCAL_WEBHOOK_BASE)) {
-        bail!("crdgen --webhook-url {LOCAL_WEBHOOK_BASE} printed a conversion calling {config:?}");
-    }
-    fs::create_dir_all(logs)?;
-    let path = logs.join("crd.json");
-    fs::write(&path, crd.to_string())?;
-    Ok(path)
 }
 
 impl Suite {
@@ -250,7 +207,13 @@ impl Suite {
             .context("an older version")?;
         let resource = self.resource_in(&older);
         let namespace = self.namespace.clone();
-        let stalling = super::stalling::Stalling::start(WEBHOOK_PORT, "/convert", 2)?;
+        let pod = self
+            .replicas()?
+            .into_iter()
+            .next()
+            .context("no pod of the operator is Ready")?;
+        let address = std::net::SocketAddr::new(pod.host, pod.webhook_port);
+        let stalling = super::stalling::Stalling::start(address, "/convert", 2)?;
         std::thread::sleep(std::time::Duration::from_millis(500));
         let started = std::time::Instant::now();
         let listed = self.admin_json(&["get", &resource, "-n", &namespace, "-o", "json"]);
@@ -264,7 +227,8 @@ impl Suite {
             bail!("a conversion beside two stalled clients took {took:?}");
         }
         println!(
-            "    converted in {took:?} beside 2 stalled clients, which the operator dropped {dropped} times"
+            "\n    converted in {took:?} beside 2 stalled clients of {}, which it dropped {dropped} times",
+            pod.name
         );
         Ok(())
     }
@@ -359,15 +323,6 @@ impl Suite {
                 .await
                 .map(drop)
         })
-    }
-
-    /// The CRD `crdgen` printed goes with the suite that installed it: its conversion webhook
-    /// calls a port that later suites reuse.
-    pub(super) fn remove_derived_crd(&self) -> Result<()> {
-        if let Some(crd) = &self.derived_crd {
-            self.admin(&["delete", "--ignore-not-found", "-f"], Some(crd))?;
-        }
-        Ok(())
     }
 }
 

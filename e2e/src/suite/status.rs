@@ -99,7 +99,7 @@ impl Suite {
             let object = self.get_json(&self.primary, name)?;
             Ok(condition(&object, &own).is_some_and(|c| c["status"] == "True"))
         })?;
-        let before = self.reconciles("main")?;
+        let before = self.reconciles()?;
         let other_type = case.other_type;
         let (api_version, kind) = (self.api_version.clone(), self.kind.clone());
         let run = self.with_primaries(async |api| {
@@ -118,7 +118,7 @@ impl Suite {
                         .await?;
                     // The controller folds changes that queue up into one reconcile, so the
                     // spec changes go on until it has reconciled as often as asked.
-                    let enough = round % 50 == 0 && self.reconciles("main")? - before >= RECONCILES;
+                    let enough = round % 50 == 0 && self.reconciles()? - before >= RECONCILES;
                     if enough || Instant::now() > deadline {
                         break bumped.metadata.generation.unwrap_or_default();
                     }
@@ -178,7 +178,7 @@ impl Suite {
             Ok(condition(&object, &own)
                 .is_some_and(|c| c["observedGeneration"] == json!(generation)))
         })?;
-        let reconciled = self.reconciles("main")? - before;
+        let reconciled = self.reconciles()? - before;
         if let Some((latest, seen)) = regressions.first() {
             bail!(
                 "{} times the other controller's condition went back, first from its round \

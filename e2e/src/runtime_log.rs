@@ -15,11 +15,11 @@ use tracing_subscriber::{
 /// Every line logged at info or above since [`RuntimeLog::install`], with the checks' own
 /// notes between them.
 #[derive(Clone, Default)]
-pub(super) struct RuntimeLog(Arc<Mutex<Vec<u8>>>);
+pub(crate) struct RuntimeLog(Arc<Mutex<Vec<u8>>>);
 
 impl RuntimeLog {
     /// Installs a log as the process's subscriber; `None` when the process already has one.
-    pub(super) fn install() -> Option<Self> {
+    pub(crate) fn install() -> Option<Self> {
         let log = Self::default();
         tracing_subscriber::fmt()
             .with_writer(log.clone())
@@ -32,19 +32,19 @@ impl RuntimeLog {
     }
 
     /// Where the log stands now, for [`RuntimeLog::since`].
-    pub(super) fn mark(&self) -> usize {
+    pub(crate) fn mark(&self) -> usize {
         self.lock().len()
     }
 
     /// Adds a line of the checks' own, to place the runtime's lines against what the checks
     /// did.
-    pub(super) fn note(&self, note: &str) {
+    pub(crate) fn note(&self, note: &str) {
         self.lock()
             .extend_from_slice(format!("---- {note}\n").as_bytes());
     }
 
     /// What was logged since `mark`.
-    pub(super) fn since(&self, mark: usize) -> String {
+    pub(crate) fn since(&self, mark: usize) -> String {
         let log = self.lock();
         String::from_utf8_lossy(log.get(mark..).unwrap_or_default()).into_owned()
     }

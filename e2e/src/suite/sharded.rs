@@ -1,12 +1,13 @@
-//! A generated operator run sharded (`sharding: true` in its manifest, `--sharding` at run
-//! time) on the real API server: replicas split [`MANY`] primaries, a replica joins, one is
-//! killed, and the log lines of every reconcile prove that no object was reconciled by two
-//! replicas at once. A generic operator goes through all of that with its first kind, and
-//! then places [`FEW`] objects of each other kind on the same replicas.
+//! A generated operator run sharded (`sharding: true` in its manifest, `SHARDING` in its
+//! Deployment) as pods on the real API server: two pods split [`MANY`] primaries, a third
+//! joins, one is deleted at once, and the log lines of every reconcile prove that no object
+//! was reconciled by two pods at once. A generic operator goes through all of that with its
+//! first kind, and then places [`FEW`] objects of each other kind on the same pods.
 //!
 //! The intervals come from the runtime's `reconcile ended` debug line (name, namespace,
 //! duration, and the line's own timestamp as the end), not from annotations, which would add
-//! writes. The replicas are processes on this machine, so their timestamps share one clock.
+//! writes. The pods run on one node, so their timestamps share one clock; the e2e copies their
+//! logs as they grow, so a deleted pod's last lines stay.
 
 use std::{
     collections::{BTreeMap, BTreeSet},
@@ -17,10 +18,10 @@ use std::{
 use anyhow::{Context as _, Result, bail};
 use serde_json::{Value, json};
 
-use super::{LEASE_SECONDS, RECOVERY, Suite};
+use super::{LEASE_SECONDS, READY, RECOVERY, Suite};
 
-/// The replicas, in the order they start; the last joins once the first two have settled.
-const REPLICAS: [&str; 3] = ["shard-a", "shard-b", "shard-c"];
+/// How many pods split the primaries first; one more joins once they have settled.
+const FIRST: u64 = 2;
 /// How many primaries the replicas split.
 const MANY: usize = 1_000;
 /// How many objects of each other kind of a generic operator the surviving replicas split.
@@ -49,33 +50,38 @@ struct Placement {
 }
 
 impl Suite {
-    /// Runs the sharded replicas in place of the usual one, then puts that one back.
+    /// Scales the Deployment to [`FIRST`] pods for the check, then back to what it asked for.
     pub(super) fn sharded(&mut self) -> Result<()> {
-        self.stop("main");
+        let wanted = self.workload.wanted()?;
+        self.workload.scale(FIRST)?;
+        self.workload.wait_ready(READY)?;
         let patience = std::mem::replace(&mut self.patience, RECOVERY);
         let checked = self.shards_split_and_move();
-        // While the replicas still run, so that they release the finalizers.
+        // While the pods still run, so that they release the finalizers.
         let deleted = self.delete_sharded();
         let others = match (&checked, &deleted) {
-            (Ok(live), Ok(())) => self.other_kinds_on_the_ring(live),
+            (Ok(()), Ok(())) => self.other_kinds_on_the_ring(),
             _ => Ok(()),
         };
         self.patience = patience;
-        for replica in REPLICAS {
-            self.stop(replica);
-        }
-        self.start("main", false)?;
+        self.workload.scale(wanted)?;
+        self.workload.wait_ready(READY)?;
         checked.and(deleted).and(others)
+    }
+
+    /// The names of the pods running now.
+    fn live(&self) -> Result<Vec<String>> {
+        Ok(self.replicas()?.into_iter().map(|r| r.name).collect())
     }
 
     /// Places [`FEW`] objects of each of a generic operator's other kinds on the `live`
     /// replicas, which split the first kind's: every object and its child on one of them, each
     /// replica caching exactly its share, and every replica given some.
-    fn other_kinds_on_the_ring(&mut self, live: &[&'static str]) -> Result<()> {
+    fn other_kinds_on_the_ring(&mut self) -> Result<()> {
         let kinds: Vec<String> = self.other_kinds().cloned().collect();
         for kind in kinds {
             let first = self.swap_primary(super::Primary::builtin(&self.name, &kind)?);
-            let placed = self.placed_few(live);
+            let placed = self.placed_few();
             self.swap_primary(first);
             placed.with_context(|| format!("through a {kind}"))?;
         }
@@ -84,20 +90,21 @@ impl Suite {
 
     /// Deletes what it created whether it passed or not, while the replicas run to release
     /// the finalizers.
-    fn placed_few(&mut self, live: &[&'static str]) -> Result<()> {
+    fn placed_few(&mut self) -> Result<()> {
         let created = Instant::now();
+        let live = self.live()?;
         let placed = self.create_many(FEW).and_then(|()| {
-            self.settled_with(live, FEW)?;
+            self.settled_with(FEW)?;
             self.placement()
         });
         let deleted = self.delete_sharded();
         let spread = placed?.per_shard;
         println!(
-            "    {FEW} of kind {} placed on the same shards in {:.1?}: {spread:?}",
+            "\n    {FEW} of kind {} placed on the same shards in {:.1?}: {spread:?}",
             self.kind,
             created.elapsed()
         );
-        if let Some(idle) = live.iter().find(|r| !spread.contains_key(**r)) {
+        if let Some(idle) = live.iter().find(|r| !spread.contains_key(*r)) {
             bail!("{idle} was given no {}: {spread:?}", self.kind);
         }
         deleted
@@ -115,90 +122,90 @@ impl Suite {
         self.create_all(objects)
     }
 
-    fn shards_split_and_move(&mut self) -> Result<Vec<&'static str>> {
-        self.start_shard(REPLICAS[0])?;
-        self.start_shard(REPLICAS[1])?;
+    fn shards_split_and_move(&mut self) -> Result<()> {
+        let first = self.live()?;
         let created = Instant::now();
         self.create_many(MANY)?;
-        self.settled_on(&REPLICAS[..2])?;
+        self.settled_on()?;
         println!(
-            "    {MANY} primaries created and reconciled on 2 shards, children following, in {:.1?}",
+            "\n    {MANY} primaries created and reconciled on {} pods, children following, in {:.1?}",
+            first.len(),
             created.elapsed()
         );
 
         let joined = Instant::now();
-        self.start_shard(REPLICAS[2])?;
-        let spread = self.share_given(REPLICAS[2], &REPLICAS)?;
+        self.workload.scale(FIRST + 1)?;
+        self.workload.wait_ready(READY)?;
+        let all = self.live()?;
+        let joining = all
+            .iter()
+            .find(|pod| !first.contains(pod))
+            .cloned()
+            .context("no new pod joined")?;
+        let spread = self.share_given(&joining)?;
         println!(
-            "    a third replica joined; settled in {:.1?}: {spread:?}",
+            "    a third pod joined; settled in {:.1?}: {spread:?}",
             joined.elapsed()
         );
-        if REPLICAS
-            .iter()
-            .any(|r| spread.get(*r).copied().unwrap_or(0) == 0)
-        {
-            bail!("a replica was given no primaries after joining: {spread:?}");
+        if all.iter().any(|r| spread.get(r).copied().unwrap_or(0) == 0) {
+            bail!("a pod was given no primaries after joining: {spread:?}");
         }
 
         let sharder = self.sharder()?;
-        // Neither the sharder nor the replica whose port the webhook configurations call:
-        // in a cluster a Service spreads those calls, here without it nothing would be
-        // written until a replica took that port again.
-        let webhooks = self
-            .processes
+        let victim = all
             .iter()
-            .find(|(_, p)| p.webhook == super::webhooks::WEBHOOK_PORT)
-            .map(|(name, _)| name.clone());
-        let victim = REPLICAS
-            .iter()
-            .copied()
-            .find(|r| *r != sharder && webhooks.as_deref() != Some(*r))
-            .context("no replica besides the sharder and the webhooks'")?;
-        let survivors: Vec<&str> = REPLICAS.into_iter().filter(|r| *r != victim).collect();
-        let had = spread.get(victim).copied().unwrap_or(0);
+            .find(|pod| **pod != sharder)
+            .cloned()
+            .context("no pod besides the sharder")?;
+        let had = spread.get(&victim).copied().unwrap_or(0);
         let killed = Instant::now();
-        self.stop(victim);
+        self.workload.kill(&self.env.cluster, &victim)?;
+        self.fails_reconciles = Some("a pod was killed under running reconciles");
         let bound = Duration::from_secs(LEASE_SECONDS) + MOVE_MARGIN;
-        self.eventually(
-            "the killed replica's primaries to be on live shards",
-            || {
-                let placement = self.placement()?;
-                Ok(placement
-                    .primaries
-                    .values()
-                    .all(|shard| shard.as_deref().is_some_and(|s| survivors.contains(&s))))
-            },
-        )?;
+        self.eventually("the deleted pod's primaries to be on live shards", || {
+            let live = self.live()?;
+            let placement = self.placement()?;
+            Ok(placement.primaries.values().all(|shard| {
+                shard
+                    .as_deref()
+                    .is_some_and(|s| s != victim && live.iter().any(|l| l == s))
+            }))
+        })?;
         let moved = killed.elapsed();
-        self.settled_on(&survivors)?;
+        self.settled_on()?;
         println!(
-            "    {victim} killed: its {had} primaries on live shards after {moved:.1?} (bound {bound:?}), reconciled there after {:.1?}",
+            "    {victim} deleted: its {had} primaries on live shards after {moved:.1?} (bound {bound:?}), reconciled there after {:.1?}",
             killed.elapsed()
         );
         if moved > bound {
             bail!("{victim}'s primaries took {moved:.1?} to move; the bound is {bound:?}");
         }
-        self.restart_moves_nothing(&survivors)?;
+        self.workload.wait_ready(READY)?;
+        self.restart_moves_nothing()?;
         // Leadership may have changed hands in the outage.
         let sharder = self.sharder()?;
-        let cut = survivors
-            .iter()
-            .copied()
-            .find(|r| *r != sharder)
-            .context("no survivor besides the sharder")?;
-        self.renewals_cut(cut, &sharder, &survivors)?;
-        self.no_overlap()?;
-        Ok(survivors)
+        let cut = self
+            .live()?
+            .into_iter()
+            .find(|pod| *pod != sharder)
+            .context("no pod besides the sharder")?;
+        self.renewals_cut(&cut, &sharder)?;
+        self.no_overlap()
     }
 
     /// Refuses `victim`'s Lease renewals (by RBAC: the process runs on and keeps its watches):
     /// it stops reconciling, its reconciles in flight ended, before the sharder takes its
     /// Lease over; once its renewals are allowed again it joins anew and gets a share back.
-    fn renewals_cut(&self, victim: &str, sharder: &str, live: &[&str]) -> Result<()> {
+    fn renewals_cut(&self, victim: &str, sharder: &str) -> Result<()> {
         let role = format!("{}-leader-election", self.name);
         let namespace = self.operator_namespace.clone();
         let mut cut = self.admin_json(&["get", "role", &role, "-n", &namespace, "-o", "json"])?;
-        let others: Vec<&str> = REPLICAS.into_iter().filter(|r| *r != victim).collect();
+        let live = self.live()?;
+        let others: Vec<&str> = live
+            .iter()
+            .map(String::as_str)
+            .filter(|r| *r != victim)
+            .collect();
         let mut rules: Vec<Value> = cut["rules"]
             .as_array()
             .into_iter()
@@ -242,19 +249,12 @@ impl Suite {
             Ok(fenced_at.is_some() && taken_at.is_some())
         })?;
         let (fenced_at, taken_at) = (fenced_at.unwrap_or(0), taken_at.unwrap_or(0));
-        let rest: Vec<&str> = live.iter().copied().filter(|r| *r != victim).collect();
-        self.settled_on(&rest)?;
+        self.settled_with_except(MANY, &[victim])?;
         let moved = started.elapsed();
-        self.admin(
-            &["apply", "-f"],
-            Some(&self.dir.join("deploy/base/rbac.yaml")),
-        )?;
+        // The generated Role again, as deploy/ has it.
+        self.apply_pods()?;
         let restored = Instant::now();
-        let share = self
-            .share_given(victim, live)?
-            .get(victim)
-            .copied()
-            .unwrap_or(0);
+        let share = self.share_given(victim)?.get(victim).copied().unwrap_or(0);
         println!(
             "    {victim}'s renewals refused: it stopped reconciling {:.1} s after, its Lease was taken over at {:.1} s, its objects reconciled elsewhere at {moved:.1?}; allowed again, it held {share} primaries {:.1?} later",
             (fenced_at - since) as f64 / 1e6,
@@ -273,7 +273,7 @@ impl Suite {
     /// Waits until the sharder has placed primaries on `joining`, then until they settle on
     /// `live`, and gives the primaries per shard. Settling alone is no proof of a share: a
     /// replica that holds nothing and caches nothing is settled too, before the sharder sees it.
-    fn share_given(&self, joining: &str, live: &[&str]) -> Result<BTreeMap<String, usize>> {
+    fn share_given(&self, joining: &str) -> Result<BTreeMap<String, usize>> {
         self.eventually(&format!("{joining} to be given primaries"), || {
             Ok(self
                 .placement()?
@@ -281,54 +281,58 @@ impl Suite {
                 .get(joining)
                 .is_some_and(|n| *n > 0))
         })?;
-        self.settled_on(live)?;
+        self.settled_on()?;
         Ok(self.placement()?.per_shard)
     }
 
     /// A reader of when `replica` first logged a message starting with `message` (with the field `field` at its value,
     /// if given) at or after `since` (µs since the epoch).
     fn logged_at<'a>(
-        &self,
+        &'a self,
         replica: &str,
         since: i64,
         message: &'a str,
         field: Option<(&'a str, &'a str)>,
     ) -> impl Fn() -> Result<Option<i64>> + 'a {
-        let log = self.env.logs.join(format!("{replica}.log"));
+        let replica = replica.to_owned();
         move || {
-            let text = fs::read_to_string(&log)?;
-            Ok(text.lines().find_map(|line| {
-                if !line.contains(message) {
-                    return None;
-                }
-                let line: Value = serde_json::from_str(line).ok()?;
-                let fields = &line["fields"];
-                let said = fields["message"]
-                    .as_str()
-                    .is_some_and(|said| said.starts_with(message));
-                if !said || field.is_some_and(|(key, value)| fields[key] != value) {
-                    return None;
-                }
-                let at = timestamp_us(&line)?;
-                (at >= since).then_some(at)
-            }))
+            let text: String = self
+                .log_files()
+                .iter()
+                .filter(|(owner, _)| *owner == replica)
+                .map(|(_, log)| crate::kit::logs::read_from(log, 0))
+                .collect();
+            Ok(text
+                .lines()
+                .map(crate::kit::logs::written)
+                .find_map(|line| {
+                    if !line.contains(message) {
+                        return None;
+                    }
+                    let line: Value = serde_json::from_str(line).ok()?;
+                    let fields = &line["fields"];
+                    let said = fields["message"]
+                        .as_str()
+                        .is_some_and(|said| said.starts_with(message));
+                    if !said || field.is_some_and(|(key, value)| fields[key] != value) {
+                        return None;
+                    }
+                    let at = timestamp_us(&line)?;
+                    (at >= since).then_some(at)
+                }))
         }
     }
 
     /// Restarts the API server, away for twice a Lease: no primary moves or is written.
-    fn restart_moves_nothing(&self, live: &[&str]) -> Result<()> {
-        let Some(cluster) = &self.env.cluster else {
-            println!("    no API server restart: the cluster in KUBECONFIG is not this run's");
-            return Ok(());
-        };
+    fn restart_moves_nothing(&self) -> Result<()> {
         let before = self.placement()?;
         let away = Instant::now();
-        cluster.restart_apiserver(OUTAGE)?;
+        self.env.cluster.restart_apiserver(OUTAGE)?;
         let away = away.elapsed();
         // Long enough for a takeover, had the outage started one: the Leases' renewals resume,
         // and any Lease judged expired would be taken over and its objects moved by now.
         std::thread::sleep(Duration::from_secs(2 * LEASE_SECONDS) + MOVE_MARGIN);
-        self.settled_on(live)?;
+        self.settled_on()?;
         let after = self.placement()?;
         let moved = before
             .primaries
@@ -349,37 +353,37 @@ impl Suite {
         Ok(())
     }
 
-    /// Starts a replica with sharding on, logging the end of each reconcile.
-    fn start_shard(&mut self, replica: &str) -> Result<()> {
-        self.start_with(
-            replica,
-            &[
-                ("LEADER_ELECTION", "true"),
-                ("SHARDING", "true"),
-                ("RUST_LOG", "info,operator_gen_runtime::traces=debug"),
-            ],
-        )
-    }
-
-    /// Waits until every primary of this check is on one of `live` and its child carries the
-    /// same label, and each replica's cache of the primary holds exactly the primaries placed
+    /// Waits until every primary of this check is on a pod that runs and its child carries
+    /// the same label, and each pod's cache of the primary holds exactly the primaries placed
     /// on it.
-    fn settled_on(&self, live: &[&str]) -> Result<()> {
-        self.settled_with(live, MANY)
+    fn settled_on(&self) -> Result<()> {
+        self.settled_with(MANY)
     }
 
     /// [`Suite::settled_on`], for `count` primaries of this check.
-    fn settled_with(&self, live: &[&str], count: usize) -> Result<()> {
+    fn settled_with(&self, count: usize) -> Result<()> {
+        self.settled_with_except(count, &[])
+    }
+
+    /// [`Suite::settled_with`], with the pods `except` not counted as live.
+    fn settled_with_except(&self, count: usize, except: &[&str]) -> Result<()> {
         let cache = format!("operator_cache_objects{{kind=\"{}\"}}", self.kind);
         let mut last = String::new();
         let settled = self.eventually("the primaries to settle on the live shards", || {
+            let live: Vec<String> = self
+                .live()?
+                .into_iter()
+                .filter(|pod| !except.contains(&pod.as_str()))
+                .collect();
             let placement = self.placement()?;
             if placement.primaries.len() != count {
                 last = format!("{} of {count} primaries listed", placement.primaries.len());
                 return Ok(false);
             }
             let astray = placement.primaries.iter().find(|(name, shard)| {
-                !shard.as_deref().is_some_and(|s| live.contains(&s))
+                !shard
+                    .as_deref()
+                    .is_some_and(|s| live.iter().any(|l| l == s))
                     || placement.children.get(*name) != Some(*shard)
             });
             if let Some((name, shard)) = astray {
@@ -389,9 +393,9 @@ impl Suite {
                 );
                 return Ok(false);
             }
-            for replica in live {
+            for replica in &live {
                 let cached = self.gauge(replica, &cache)? as usize;
-                let placed = placement.per_shard.get(*replica).copied().unwrap_or(0);
+                let placed = placement.per_shard.get(replica).copied().unwrap_or(0);
                 if cached != placed {
                     last = format!("{replica} caches {cached} primaries, {placed} placed on it");
                     return Ok(false);
@@ -467,11 +471,14 @@ impl Suite {
     fn no_overlap(&self) -> Result<()> {
         // Object name → (start, end, replica), in microseconds since the epoch.
         let mut intervals: BTreeMap<String, Vec<(i64, i64, &str)>> = BTreeMap::new();
-        for replica in REPLICAS {
-            let log = self.env.logs.join(format!("{replica}.log"));
-            let text =
-                fs::read_to_string(&log).with_context(|| format!("reading {}", log.display()))?;
-            for line in text.lines() {
+        let logs = self.log_files();
+        let texts: Vec<(&str, String)> = logs
+            .iter()
+            .map(|(owner, log)| (owner.as_str(), crate::kit::logs::read_from(log, 0)))
+            .collect();
+        for (replica, text) in &texts {
+            let replica = *replica;
+            for line in text.lines().map(crate::kit::logs::written) {
                 let Some((name, start, end)) = reconcile_interval(line, &self.namespace) else {
                     continue;
                 };
@@ -517,7 +524,7 @@ impl Suite {
             }
         }
         println!(
-            "    no primary reconciled by two replicas at once: {reconciles} reconciles, {handovers} hand-overs, by {by:?}"
+            "    no primary reconciled by two pods at once: {reconciles} reconciles, {handovers} hand-overs, by {by:?}"
         );
         Ok(())
     }

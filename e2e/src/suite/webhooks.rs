@@ -1,11 +1,9 @@
-//! The admission webhooks of an operator that has them, on the real API server.
-//!
-//! The operator runs outside the cluster, as a user runs it locally: `deploy/local/` installs
-//! the configurations with `clientConfig.url` on loopback, where a local run serves them,
-//! instead of the Service; everything else is as generated: the operator fills the empty Secret
-//! with its self-managed certificate and writes the CA into both configurations, with only its
-//! generated RBAC. cert-manager cannot
-//! run here, so its overlay is checked by a server dry run against cert-manager's CRDs.
+//! The admission webhooks of an operator that has them, on the real API server, which calls
+//! them through the operator's Service as in every cluster: the pods fill the empty Secret with
+//! their self-managed certificate and write the CA into both configurations, with only their
+//! generated RBAC. For a local run, `deploy/local/` points the configurations at loopback
+//! instead. cert-manager cannot run here, so its overlay is checked by a server dry run
+//! against cert-manager's CRDs.
 
 use std::{fs, path::PathBuf};
 
@@ -101,21 +99,14 @@ impl Suite {
             .is_some_and(|w| w.validating || w.mutating)
     }
 
-    /// Records the Secret and the configurations `built` (`deploy/local/`, as kustomize built
-    /// it) installs, for their removal, after checking that each configuration's webhooks call
-    /// loopback, where a local run serves them, and not the Service.
-    pub(super) fn record_local_webhooks(&self, built: &str) -> Result<()> {
-        let mut objects: Vec<Value> = serde_saphyr::from_str_multiple_with_options(
+    /// Checks that each webhook configuration `built` (`deploy/local/`, as kustomize built it)
+    /// installs calls loopback, where a local run serves it, and not the Service.
+    pub(super) fn check_local_webhooks(&self, built: &str) -> Result<()> {
+        let objects: Vec<Value> = serde_saphyr::from_str_multiple_with_options(
             built,
             operator_gen::limits::yaml_options(),
         )
         .context("reading what deploy/local/ builds")?;
-        objects.retain(|o| {
-            matches!(
-                o["kind"].as_str(),
-                Some("Secret" | "ValidatingWebhookConfiguration" | "MutatingWebhookConfiguration")
-            )
-        });
         let local = format!("https://127.0.0.1:{WEBHOOK_PORT}/");
         let webhooks = objects.iter().filter_map(|o| o["webhooks"].as_array());
         for webhook in webhooks.flatten() {
@@ -134,26 +125,6 @@ impl Suite {
         if self.has_admission() && configurations == 0 {
             bail!("deploy/local/ installs no webhook configuration:\n{built}");
         }
-        fs::write(
-            self.installed_webhooks(),
-            json!({"apiVersion": "v1", "kind": "List", "items": objects}).to_string(),
-        )?;
-        Ok(())
-    }
-
-    /// The webhook objects `deploy/local/` installs, as [`Suite::record_local_webhooks`] found
-    /// them.
-    fn installed_webhooks(&self) -> PathBuf {
-        self.env.logs.join("webhooks.json")
-    }
-
-    /// The configurations and the Secret go with the operator: left behind, they would refuse
-    /// every change of the kind while nothing answers.
-    pub(super) fn remove_webhooks(&self) -> Result<()> {
-        let installed = self.installed_webhooks();
-        if installed.exists() {
-            self.admin(&["delete", "--ignore-not-found", "-f"], Some(&installed))?;
-        }
         Ok(())
     }
 
@@ -163,13 +134,6 @@ impl Suite {
             self.admin(&["delete", "--ignore-not-found", "-f"], Some(&crd))?;
         }
         Ok(())
-    }
-
-    /// Whether the replica's `/readyz` says ready: for a webhook operator, its port is bound
-    /// with the certificate, after one attempt to publish the CA (a failed one is logged).
-    pub(super) fn ready(&self, replica: &str) -> Result<bool> {
-        let response = self.http_get(replica, "/readyz")?;
-        Ok(response.split_whitespace().nth(1) == Some("200"))
     }
 
     pub(super) fn validating_refuses(&mut self) -> Result<()> {
@@ -312,14 +276,16 @@ impl Suite {
         })
     }
 
-    /// With no replica answering, a create is refused (`failurePolicy: Fail`); once one is
-    /// back, the same create is stored.
+    /// With no pod answering (the Deployment scaled to none), a create is refused
+    /// (`failurePolicy: Fail`); scaled back, the same create is stored.
     pub(super) fn fails_closed(&mut self) -> Result<()> {
-        self.stop_all();
+        let replicas = self.workload.wanted()?;
+        self.workload.stop(super::READY)?;
         let object = self.primary_object("while-webhooks-down");
-        let refused = self.try_apply_json(&object)?;
-        self.start("main", false)?;
-        match refused {
+        let refused = self.try_apply_json(&object);
+        self.workload.scale(replicas)?;
+        self.workload.wait_ready(super::READY)?;
+        match refused? {
             Ok(()) => bail!("a create was stored while no webhook answered"),
             Err(error) if error.contains("failed calling webhook") => {}
             Err(error) => bail!("refused, but not for the webhook: {error}"),
@@ -329,11 +295,9 @@ impl Suite {
     }
 
     /// cert-manager's mode builds and passes a server dry run with cert-manager's own CRDs
-    /// installed (cert-manager itself cannot run here). The loopback configurations go first:
-    /// the overlay's `clientConfig.service` would be merged beside their `url`, which the API
-    /// server refuses, and an operator in the cluster has none of them.
+    /// installed (cert-manager itself cannot run here), over the configurations the pods'
+    /// `deploy/` installed.
     pub(super) fn cert_manager_overlay(&mut self) -> Result<()> {
-        self.remove_webhooks()?;
         for crd in cert_manager_crds(self) {
             self.admin(&["delete", "--ignore-not-found", "-f"], Some(&crd))?;
             self.admin(&["apply", "--server-side", "-f"], Some(&crd))?;
@@ -350,7 +314,7 @@ impl Suite {
             )?;
         }
         let overlay = self.dir.join("deploy/cert-manager");
-        let built = self.kustomize(&overlay)?;
+        let built = self.env.kubectl.kustomize(&overlay)?;
         for kind in ["Certificate", "Issuer"] {
             if !built.lines().any(|line| line == format!("kind: {kind}")) {
                 bail!("{} builds no {kind}", overlay.display());

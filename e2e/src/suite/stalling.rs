@@ -6,7 +6,7 @@
 
 use std::{
     io::{Read as _, Write as _},
-    net::TcpStream,
+    net::{SocketAddr, TcpStream},
     sync::{
         Arc,
         atomic::{AtomicBool, Ordering},
@@ -23,23 +23,24 @@ use rustls::{
     pki_types::{CertificateDer, ServerName, UnixTime},
 };
 
-/// `count` stalled clients of `https://127.0.0.1:<port><path>`, kept open (reopened when the
-/// server drops one) until [`Stalling::stop`].
+/// `count` stalled clients of `https://<address><path>`, kept open (reopened when the server
+/// drops one) until [`Stalling::stop`].
 pub(super) struct Stalling {
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<Result<usize>>>,
 }
 
 impl Stalling {
-    pub(super) fn start(port: u16, path: &str, count: usize) -> Result<Self> {
+    pub(super) fn start(address: SocketAddr, path: &str, count: usize) -> Result<Self> {
         let config = Arc::new(client_config()?);
         let head = format!(
-            "POST {path} HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\n\
-             content-length: 1048576\r\n\r\n{{\"apiVersion\""
+            "POST {path} HTTP/1.1\r\nhost: {}\r\ncontent-type: application/json\r\n\
+             content-length: 1048576\r\n\r\n{{\"apiVersion\"",
+            address.ip()
         );
         // Opened here, so that a server that cannot be reached fails the check at once.
         let mut open = (0..count)
-            .map(|_| stall(port, &config, &head))
+            .map(|_| stall(address, &config, &head))
             .collect::<Result<Vec<_>>>()?;
         let stop = Arc::new(AtomicBool::new(false));
         let stopping = Arc::clone(&stop);
@@ -49,7 +50,7 @@ impl Stalling {
                 for client in &mut open {
                     if dropped_by_server(client) {
                         dropped += 1;
-                        *client = stall(port, &config, &head)?;
+                        *client = stall(address, &config, &head)?;
                     }
                 }
                 std::thread::sleep(Duration::from_millis(100));
@@ -81,10 +82,10 @@ impl Drop for Stalling {
 type Client = StreamOwned<ClientConnection, TcpStream>;
 
 /// A client that sent `head` and stalls.
-fn stall(port: u16, config: &Arc<ClientConfig>, head: &str) -> Result<Client> {
-    let tcp = TcpStream::connect(("127.0.0.1", port)).context("connecting to the webhooks")?;
+fn stall(address: SocketAddr, config: &Arc<ClientConfig>, head: &str) -> Result<Client> {
+    let tcp = TcpStream::connect(address).context("connecting to the webhooks")?;
     tcp.set_read_timeout(Some(Duration::from_millis(10)))?;
-    let name = ServerName::IpAddress(std::net::Ipv4Addr::LOCALHOST.into());
+    let name = ServerName::IpAddress(address.ip().into());
     let connection = ClientConnection::new(Arc::clone(config), name)?;
     let mut client = StreamOwned::new(connection, tcp);
     // The handshake happens on this first write.
