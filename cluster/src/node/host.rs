@@ -170,39 +170,72 @@ pub fn write_sysctl(name: &str, value: &str) -> Result<()> {
 /// What the machine lacks for a node, checked before anything is touched, each with what to
 /// do; the cgroup hierarchy it has when it lacks nothing.
 pub fn requirements(control_plane: &Path) -> Result<Cgroups> {
-    let instead = "or run `cargo xtask cluster up --no-node` for a control plane without a node";
-    if !rustix::process::geteuid().is_root() {
-        bail!(
-            "a node needs root: the kubelet and containerd mount file systems, and the node \
-             makes a bridge, iptables rules and cgroups. Run as root, {instead}"
-        );
-    }
-    let cgroups = if Path::new("/sys/fs/cgroup/cgroup.controllers").exists() {
-        Cgroups::V2
-    } else if Path::new("/sys/fs/cgroup/memory/cgroup.procs").exists() {
-        Cgroups::V1
-    } else {
-        bail!(
-            "no cgroup file system at /sys/fs/cgroup (neither v2's cgroup.controllers nor v1's \
-             memory controller): mount one, {instead}"
-        );
-    };
-    let filesystems = fs::read_to_string("/proc/filesystems").unwrap_or_default();
-    if !filesystems.lines().any(|line| line.ends_with("\toverlay")) {
-        bail!(
-            "the kernel has no overlay file system, which containerd's snapshotter mounts: \
-             `modprobe overlay`, {instead}"
-        );
-    }
-    if !Path::new("/proc/sys/net/bridge/bridge-nf-call-iptables").exists() {
-        bail!(
-            "bridged traffic does not pass netfilter here (no \
-             /proc/sys/net/bridge/bridge-nf-call-iptables), which Services between pods need: \
-             `modprobe br_netfilter`, {instead}"
-        );
-    }
+    let cgroups = Facts::of_this_machine().cgroups()?;
     install_packages(control_plane)?;
     Ok(cgroups)
+}
+
+/// What a node needs of the kernel and the user, as this machine has it.
+#[derive(Debug, Clone)]
+struct Facts {
+    root: bool,
+    cgroup_v2: bool,
+    cgroup_v1: bool,
+    /// `/proc/filesystems`.
+    filesystems: String,
+    bridge_netfilter: bool,
+}
+
+impl Facts {
+    fn of_this_machine() -> Self {
+        Self {
+            root: rustix::process::geteuid().is_root(),
+            cgroup_v2: Path::new("/sys/fs/cgroup/cgroup.controllers").exists(),
+            cgroup_v1: Path::new("/sys/fs/cgroup/memory/cgroup.procs").exists(),
+            filesystems: fs::read_to_string("/proc/filesystems").unwrap_or_default(),
+            bridge_netfilter: Path::new("/proc/sys/net/bridge/bridge-nf-call-iptables").exists(),
+        }
+    }
+
+    /// The cgroup hierarchy, or the first thing missing, with what to do.
+    fn cgroups(&self) -> Result<Cgroups> {
+        let instead =
+            "or run `cargo xtask cluster up --no-node` for a control plane without a node";
+        if !self.root {
+            bail!(
+                "a node needs root: the kubelet and containerd mount file systems, and the node \
+                 makes a bridge, iptables rules and cgroups. Run as root, {instead}"
+            );
+        }
+        let cgroups = if self.cgroup_v2 {
+            Cgroups::V2
+        } else if self.cgroup_v1 {
+            Cgroups::V1
+        } else {
+            bail!(
+                "no cgroup file system at /sys/fs/cgroup (neither v2's cgroup.controllers nor \
+                 v1's memory controller): mount one, {instead}"
+            );
+        };
+        if !self
+            .filesystems
+            .lines()
+            .any(|line| line.ends_with("\toverlay"))
+        {
+            bail!(
+                "the kernel has no overlay file system, which containerd's snapshotter mounts: \
+                 `modprobe overlay`, {instead}"
+            );
+        }
+        if !self.bridge_netfilter {
+            bail!(
+                "bridged traffic does not pass netfilter here (no \
+                 /proc/sys/net/bridge/bridge-nf-call-iptables), which Services between pods \
+                 need: `modprobe br_netfilter`, {instead}"
+            );
+        }
+        Ok(cgroups)
+    }
 }
 
 /// What the node takes from Debian's packages, installed by `node-packages.sh` when missing.
@@ -322,6 +355,58 @@ mod tests {
                 "{} exists, so it was not created",
                 path.display()
             );
+        }
+    }
+
+    #[test]
+    fn each_missing_requirement_is_named_with_what_to_do() {
+        let able = Facts {
+            root: true,
+            cgroup_v2: false,
+            cgroup_v1: true,
+            filesystems: "nodev\tproc\n\text4\nnodev\toverlay\n".to_owned(),
+            bridge_netfilter: true,
+        };
+        assert_eq!(able.cgroups().expect("a node can run"), Cgroups::V1);
+        let unified = Facts {
+            cgroup_v2: true,
+            ..able.clone()
+        };
+        assert_eq!(unified.cgroups().expect("a node can run"), Cgroups::V2);
+        let cases = [
+            (
+                Facts {
+                    root: false,
+                    ..able.clone()
+                },
+                "needs root",
+            ),
+            (
+                Facts {
+                    cgroup_v1: false,
+                    ..able.clone()
+                },
+                "no cgroup file system",
+            ),
+            (
+                Facts {
+                    filesystems: "nodev\tproc\n".to_owned(),
+                    ..able.clone()
+                },
+                "modprobe overlay",
+            ),
+            (
+                Facts {
+                    bridge_netfilter: false,
+                    ..able.clone()
+                },
+                "modprobe br_netfilter",
+            ),
+        ];
+        for (facts, said) in cases {
+            let error = facts.cgroups().unwrap_err().to_string();
+            assert!(error.contains(said), "{error}");
+            assert!(error.contains("--no-node"), "{error}");
         }
     }
 

@@ -228,10 +228,19 @@ impl Workload {
         )
     }
 
-    /// Scales the Deployment to none and waits until every pod is gone.
-    pub fn stop(&self, patience: Duration) -> Result<()> {
+    /// Scales the Deployment to none and waits until every pod is gone: at once, its
+    /// processes killed on the node, for a check that needs no replica running and not the
+    /// graceful stop, which a rollout and the deletion of a pod prove.
+    pub fn stop(&self, cluster: &operator_gen_cluster::Cluster, patience: Duration) -> Result<()> {
         self.scale(0)?;
         let deadline = Instant::now() + patience;
+        // Once each is being deleted: killed sooner, the kubelet would start it again.
+        while self.pods()?.iter().any(|pod| !pod.terminating) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        for pod in self.pods()? {
+            cluster.crash_pod(&pod.uid);
+        }
         while !self.pods()?.is_empty() {
             if Instant::now() > deadline {
                 bail!(

@@ -306,7 +306,7 @@ impl Suite {
             }
             Mode::Local | Mode::Stopped => {
                 if self.mode == Mode::Pods {
-                    self.workload.stop(READY)?;
+                    self.workload.stop(&self.env.cluster, READY)?;
                     self.install_local()?;
                 }
                 self.stop_local();

@@ -280,7 +280,7 @@ impl Suite {
     /// (`failurePolicy: Fail`); scaled back, the same create is stored.
     pub(super) fn fails_closed(&mut self) -> Result<()> {
         let replicas = self.workload.wanted()?;
-        self.workload.stop(super::READY)?;
+        self.workload.stop(&self.env.cluster, super::READY)?;
         let object = self.primary_object("while-webhooks-down");
         let refused = self.try_apply_json(&object);
         self.workload.scale(replicas)?;
