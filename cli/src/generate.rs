@@ -9,7 +9,7 @@ use std::{
 use anyhow::Context as _;
 use operator_gen::{Job, Mode};
 
-use crate::{Shell, shown};
+use crate::{Shell, lockfile::Step, shown};
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct GenArgs {
@@ -107,21 +107,30 @@ pub fn run(args: GenArgs, shell: &Shell) -> anyhow::Result<ExitCode> {
         out.push_str(&format!("  {verb} {}\n", shown(&path.display())));
     }
     // After the files are in place: cargo fits the lock to the Cargo.toml just written.
-    let lock = (!check).then(|| crate::lockfile::seed(&job.out));
+    let lock = (!check).then(|| crate::lockfile::follow(&job.out));
     let lock = lock.as_ref().and_then(|lock| lock.report(&job.out));
     if let Some(Ok(line)) = &lock {
         out.push_str(&format!("  {line}\n"));
     }
+    // A Cargo.toml that would change fails the check already; the lock is fitted to it then.
+    let cargo_toml_changes = report
+        .changed()
+        .iter()
+        .any(|path| *path == Path::new("Cargo.toml"));
+    let step = (check && !cargo_toml_changes).then(|| crate::lockfile::step(&job.out));
     // A closed pipe (`| head`) is no reason to fail, let alone panic.
     let _ = std::io::Write::write_all(&mut std::io::stdout().lock(), out.as_bytes());
     for warning in &generated.warnings {
         eprintln!("warning: {}", shown(warning));
     }
-    if let Some(Err(warning)) = &lock {
-        eprintln!("warning: {warning}");
+    let command = shown(&job.command_as(shell.name, &shell.default_out));
+    if let Some(Err(error)) = &lock {
+        // The generated files are in place and current; the lock is as it was.
+        eprintln!("error: {error}");
+        return Ok(ExitCode::FAILURE);
     }
+    let lock_out_of_step = step.is_some_and(|step| told_out_of_step(step, &job.out, &command));
     if check && !report.changed().is_empty() {
-        let command = shown(&job.command_as(shell.name, &shell.default_out));
         for path in report.hand_edited() {
             eprintln!(
                 "{} was edited by hand, so `{command}` will refuse to overwrite it: move the edit \
@@ -136,7 +145,37 @@ pub fn run(args: GenArgs, shell: &Shell) -> anyhow::Result<ExitCode> {
         );
         return Ok(ExitCode::FAILURE);
     }
+    if lock_out_of_step {
+        return Ok(ExitCode::FAILURE);
+    }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Tells what `gen --check` found of the crate's lock, and whether it is out of step, which
+/// fails the check: a lock cargo cannot check offline is only warned of.
+fn told_out_of_step(step: Step, out: &Path, command: &str) -> bool {
+    match step {
+        Step::OutOfStep(reason) => {
+            eprintln!(
+                "{}/Cargo.lock is out of step with Cargo.toml, so `cargo build --locked` (and the \
+                 Dockerfile) would fail ({}): run `{command}`, which brings it into step keeping \
+                 every locked version, and commit the result",
+                crate_shown(out),
+                shown(&reason)
+            );
+            true
+        }
+        Step::Unknown(reason) => {
+            eprintln!(
+                "warning: whether {}/Cargo.lock is in step with Cargo.toml could not be checked \
+                 offline: {}",
+                crate_shown(out),
+                shown(&reason)
+            );
+            false
+        }
+        Step::InStep | Step::NotOwn => false,
+    }
 }
 
 /// The crate folder as messages name it: the path typed, unless it ends without a name (`.`,

@@ -6,7 +6,9 @@
 //! operator-gen repository's `cargo xtask gen/new` both parse them as [`Command`] and run it;
 //! they differ only in the [`Shell`] they pass: its name, which the output
 //! repeats in the commands it suggests, and the crate `gen` writes when `--out` is not given.
-//! After a write, both give a crate that has no Cargo.lock a first one ([`lockfile`]).
+//! After a write, both bring the Cargo.lock of a crate that has its own into step with the
+//! Cargo.toml just written, or give it a first one ([`lockfile`]); `gen --check` fails while it
+//! is out of step.
 
 pub mod generate;
 pub mod image;

@@ -97,7 +97,7 @@ pub fn run(args: NewArgs, shell: &Shell) -> anyhow::Result<ExitCode> {
     };
     let dir = shown(&new.dir.display());
     let (generated, report) = scaffold::create(&new).with_context(|| format!("creating {dir}"))?;
-    let lock = crate::lockfile::seed(&new.dir);
+    let lock = crate::lockfile::follow(&new.dir);
     let lock = lock.report(&new.dir);
     let build = match &lock {
         Some(Ok(_)) => "cargo build --locked",

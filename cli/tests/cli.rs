@@ -204,13 +204,15 @@ fn an_edited_manifest_reaches_the_generated_code_on_the_next_run() {
 }
 
 /// The supply-chain proof: a crate made outside the workspace, with the defaults a user gets
-/// (the runtime vendored into the crate, a Cargo.lock written by the command), builds with
-/// `cargo build --locked`, offline from the registry cache, without any patch or flag. The
-/// lock keeps the versions this workspace is tested with. It builds in the target folder the
-/// compile test shares, with the same flags, so only the crate and its copy of the runtime are
-/// compiled.
+/// (the runtime vendored into the crate, a Cargo.lock written by the command), keeps a lock
+/// in step with its Cargo.toml through the day-two changes of operator.yaml that change its
+/// dependencies (webhooks, then sharding, then an owned CRD child), each checked with `cargo
+/// tree --locked --offline`, and then builds with `cargo build --locked`, offline from the
+/// registry cache, without any patch or flag. The lock keeps the versions this workspace is
+/// tested with. It builds in the target folder the compile test shares, with the same flags,
+/// so only the crate and its copy of the runtime are compiled.
 #[test]
-fn a_crate_made_outside_the_workspace_builds_locked_with_its_vendored_runtime() {
+fn a_crate_made_outside_the_workspace_keeps_its_lock_in_step_and_builds_locked() {
     let scratch = tempfile::tempdir().expect("a scratch folder");
     let created = new_crate(scratch.path(), "rules");
     let crate_dir = scratch.path().join("rules");
@@ -228,49 +230,55 @@ fn a_crate_made_outside_the_workspace_builds_locked_with_its_vendored_runtime() 
         cargo_toml.contains("operator-gen-runtime = { path = \"vendor/operator-gen-runtime\""),
         "{cargo_toml}"
     );
+    let first_lock = std::fs::read_to_string(crate_dir.join("Cargo.lock")).expect("the lock");
+    assert_locks_the_workspaces_versions(&first_lock);
+    assert_tree_is_locked(&crate_dir, "after `new`");
 
-    let lock = std::fs::read_to_string(workspace().join("Cargo.lock")).expect("the lock");
-    let used = std::fs::read_to_string(crate_dir.join("Cargo.lock")).expect("the crate's lock");
-    let versions = |text: &str| -> std::collections::BTreeMap<String, String> {
-        let table: toml::Table = text.parse().expect("a Cargo.lock");
-        table["package"]
-            .as_array()
-            .expect("packages")
-            .iter()
-            .filter(|p| p.get("source").is_some())
-            .map(|p| {
-                (
-                    format!(
-                        "{} {}",
-                        p["name"].as_str().unwrap_or_default(),
-                        p["version"].as_str().unwrap_or_default()
-                    ),
-                    p["name"].as_str().unwrap_or_default().to_owned(),
-                )
-            })
-            .collect()
-    };
-    let (seeded, fitted) = (versions(&lock), versions(&used));
-    let new: Vec<&String> = fitted.keys().filter(|k| !seeded.contains_key(*k)).collect();
-    assert!(new.is_empty(), "resolved anew rather than kept: {new:?}");
-    for name in ["kube", "k8s-openapi", "tokio", "serde", "axum"] {
-        let pick = |table: &std::collections::BTreeMap<String, String>| {
-            table
-                .iter()
-                .filter(|(_, n)| *n == name)
-                .map(|(k, _)| k.clone())
-                .collect::<Vec<_>>()
-        };
-        let kept = pick(&fitted);
-        assert!(!kept.is_empty(), "{name} is not in the crate's lock");
-        assert!(
-            kept.iter().all(|k| seeded.contains_key(k)),
-            "{name}: {kept:?}"
-        );
+    let owned_crd = operator_gen_tests::shared_crd("monitoring.coreos.com/servicemonitors.yaml");
+    std::fs::copy(owned_crd, crate_dir.join("servicemonitors.yaml")).expect("a real CRD");
+    let day_two = [
+        ("webhooks", "webhooks: { validating: true }\n"),
+        ("sharding", "sharding: true\n"),
+        (
+            "an owned CRD child",
+            "owns: [{ kind: ServiceMonitor, crd: servicemonitors.yaml }]\n",
+        ),
+    ];
+    let manifest = crate_dir.join("operator.yaml");
+    for (change, line) in day_two {
+        let edited = std::fs::read_to_string(&manifest).expect("scaffolded") + line;
+        std::fs::write(&manifest, edited).expect("writable");
+        let run = operator_gen(&crate_dir, &["gen"]);
+        assert!(run.status.success(), "{change}: {}", text(&run));
+        assert_tree_is_locked(&crate_dir, change);
+        let checked = operator_gen(&crate_dir, &["gen", "--check"]);
+        assert!(checked.status.success(), "{change}: {}", text(&checked));
     }
+    let lock = std::fs::read_to_string(crate_dir.join("Cargo.lock")).expect("the lock");
+    assert_ne!(lock, first_lock, "webhooks and sharding need more packages");
+    assert_locks_the_workspaces_versions(&lock);
+
+    // The first lock is out of step with what the crate needs now: `gen --check` says so, and
+    // `gen` brings it back into step.
+    std::fs::write(crate_dir.join("Cargo.lock"), &first_lock).expect("writable");
+    let stale = operator_gen(&crate_dir, &["gen", "--check"]);
+    assert!(!stale.status.success(), "{}", text(&stale));
     assert!(
-        !used.contains("name = \"kopium\""),
-        "the generator's own dependencies are dropped from the lock"
+        text(&stale).contains("Cargo.lock is out of step with Cargo.toml"),
+        "{}",
+        text(&stale)
+    );
+    let fitted = operator_gen(&crate_dir, &["gen"]);
+    assert!(fitted.status.success(), "{}", text(&fitted));
+    assert!(
+        text(&fitted).contains("into step with Cargo.toml (added "),
+        "{}",
+        text(&fitted)
+    );
+    assert_eq!(
+        std::fs::read_to_string(crate_dir.join("Cargo.lock")).expect("the lock"),
+        lock,
+        "one rule fits the lock, whichever lock it starts from"
     );
 
     let started = std::time::Instant::now();
@@ -292,8 +300,64 @@ fn a_crate_made_outside_the_workspace_builds_locked_with_its_vendored_runtime() 
     );
     assert_eq!(
         std::fs::read_to_string(crate_dir.join("Cargo.lock")).expect("the lock"),
-        used,
+        lock,
         "a locked build changes nothing in the lock"
+    );
+}
+
+/// Asserts that `cargo tree --locked --offline` resolves the crate in `crate_dir` from its lock
+/// as it is.
+fn assert_tree_is_locked(crate_dir: &Path, after: &str) {
+    let tree = operator_gen_tests::cargo()
+        .args(["tree", "--locked", "--offline", "--quiet", "--depth", "0"])
+        .current_dir(crate_dir)
+        .output()
+        .expect("cargo runs");
+    assert!(tree.status.success(), "{after}: {}", text(&tree));
+}
+
+/// Asserts that a crate's lock holds only versions this workspace's lock holds (nothing was
+/// resolved anew), among them the workspace's kube, k8s-openapi, tokio, serde and axum, and
+/// none of the generator's own dependencies.
+fn assert_locks_the_workspaces_versions(used: &str) {
+    let lock = std::fs::read_to_string(workspace().join("Cargo.lock")).expect("the lock");
+    let versions = |text: &str| -> std::collections::BTreeMap<String, String> {
+        let table: toml::Table = text.parse().expect("a Cargo.lock");
+        table["package"]
+            .as_array()
+            .expect("packages")
+            .iter()
+            .filter(|p| p.get("source").is_some())
+            .map(|p| {
+                (
+                    format!(
+                        "{} {}",
+                        p["name"].as_str().unwrap_or_default(),
+                        p["version"].as_str().unwrap_or_default()
+                    ),
+                    p["name"].as_str().unwrap_or_default().to_owned(),
+                )
+            })
+            .collect()
+    };
+    let (seeded, fitted) = (versions(&lock), versions(used));
+    let new: Vec<&String> = fitted.keys().filter(|k| !seeded.contains_key(*k)).collect();
+    assert!(new.is_empty(), "resolved anew rather than kept: {new:?}");
+    for name in ["kube", "k8s-openapi", "tokio", "serde", "axum"] {
+        let kept: Vec<&String> = fitted
+            .iter()
+            .filter(|(_, n)| *n == name)
+            .map(|(k, _)| k)
+            .collect();
+        assert!(!kept.is_empty(), "{name} is not in the crate's lock");
+        assert!(
+            kept.iter().all(|k| seeded.contains_key(*k)),
+            "{name}: {kept:?}"
+        );
+    }
+    assert!(
+        !used.contains("name = \"kopium\""),
+        "the generator's own dependencies are dropped from the lock"
     );
 }
 
