@@ -24,8 +24,10 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
 use kube::runtime::watcher::{self, InitialListStrategy, ListSemantic};
 
-/// Where `/metrics`, `/healthz` and `/readyz` are served unless told otherwise.
-pub const METRICS_ADDR: SocketAddr = SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 8080);
+/// Where `/metrics`, `/healthz` and `/readyz` are served unless told otherwise: loopback, so
+/// that `cargo run` on a laptop serves nothing to the network it is on. A pod is reached on its
+/// own address, so the generated Deployments set `METRICS_ADDR=0.0.0.0:8080`.
+pub const METRICS_ADDR: SocketAddr = SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 8080);
 
 /// Seconds a leader holds the Lease without renewing it before another replica may take it,
 /// unless `--lease-seconds` says otherwise.
@@ -120,9 +122,11 @@ impl Flags for Common {
     }
 }
 
-/// Where the webhooks are served unless told otherwise.
+/// Where the webhooks are served unless told otherwise: loopback, where an API server on the
+/// same machine reaches an operator run outside a pod ([`METRICS_ADDR`] says why). The
+/// generated Deployments set `WEBHOOK_ADDR=0.0.0.0:8443`, where the Service reaches it.
 #[cfg(feature = "webhooks")]
-pub const WEBHOOK_ADDR: SocketAddr = SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 8443);
+pub const WEBHOOK_ADDR: SocketAddr = SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 8443);
 
 /// The flags of an operator with webhooks (feature `webhooks`): where they are served, and who
 /// issues their certificate.

@@ -60,8 +60,9 @@ pub fn common() -> Vec<FlagRow> {
         row(
             "--metrics-addr",
             "METRICS_ADDR",
-            "`0.0.0.0:8080`",
-            "`/metrics`, `/healthz`, `/readyz`",
+            "`127.0.0.1:8080`",
+            "`/metrics`, `/healthz`, `/readyz`; the Deployments set `0.0.0.0:8080`, where the \
+             kubelet's probes and Prometheus reach a pod",
         ),
         row(
             "--leader-election",
@@ -100,8 +101,9 @@ fn webhook_rows() -> Vec<FlagRow> {
         row(
             "--webhook-addr",
             "WEBHOOK_ADDR",
-            "`0.0.0.0:8443`",
-            "the webhooks, over HTTPS",
+            "`127.0.0.1:8443`",
+            "the webhooks, over HTTPS; the Deployments set `0.0.0.0:8443`, where the Service \
+             reaches a pod",
         ),
         row(
             "--webhook-certs",
