@@ -75,6 +75,24 @@ pub struct Manifest {
     /// Where the generated crate's operator-gen-runtime comes from, when not from the copy
     /// `gen` writes into `vendor/operator-gen-runtime/` ([`crate::vendor`]).
     pub runtime: Option<Runtime>,
+    /// How the cluster reaches an operator run outside it, as `cargo run` runs it.
+    #[serde(default, skip_serializing_if = "Local::is_default")]
+    pub local: Local,
+}
+
+/// `local:`: how the cluster reaches an operator run outside it (`cargo run`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Local {
+    /// The `https://host:port` the API server calls the webhooks at; `deploy/local/` and the
+    /// default `--webhook-addr` follow it ([`crate::model::local`]).
+    pub webhooks: Option<String>,
+}
+
+impl Local {
+    fn is_default(&self) -> bool {
+        self == &Self::default()
+    }
 }
 
 /// `runtime:`: a folder holding operator-gen-runtime, shared by several crates, in place of

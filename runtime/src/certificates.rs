@@ -212,6 +212,10 @@ pub struct Names {
     /// The Secret cert-manager's Certificate fills. Its own, because cert-manager writes a
     /// `kubernetes.io/tls` Secret and a Secret's type is fixed.
     pub cert_manager_secret: String,
+    /// Hosts beyond loopback where the API server calls an operator run outside the cluster
+    /// (`local.webhooks` in operator.yaml: a bridge address kind or minikube reach the host
+    /// at), which a self-managed certificate names too.
+    pub local_hosts: Vec<String>,
 }
 
 /// Reads (and in the self-managed mode fills) the Secret, and publishes the CA.
@@ -259,7 +263,8 @@ impl Certificates {
                 }
                 None => {}
             }
-            let dns = names(&self.names.service, &self.names.namespace);
+            let mut dns = names(&self.names.service, &self.names.namespace);
+            dns.extend(self.names.local_hosts.iter().cloned());
             let issued = Certificate::issue(&self.names.service, &dns)?;
             secret.data = Some(issued.secret_data());
             // `replace` sends the resourceVersion read above: a Secret changed since fails
@@ -450,6 +455,7 @@ mod tests {
             namespace: "ops".into(),
             secret: "op-webhook-tls".into(),
             cert_manager_secret: "op-webhook-certificate".into(),
+            local_hosts: Vec::new(),
         };
         let certificates = Certificates::new(client, Issuer::SelfManaged, names, Vec::new());
         let issued = certificates.current().await.expect("a new certificate");

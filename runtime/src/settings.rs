@@ -111,6 +111,23 @@ pub trait Flags: Send + Sync + 'static {
     fn common(&self) -> &Common;
 }
 
+/// `T`'s settings at clap's defaults, as `--help` documents them (a default a crate gives a
+/// flag with `mut_arg` included), with no flag given and no environment variable read: what a
+/// test runs with, whatever the machine's environment says.
+///
+/// # Panics
+///
+/// When a flag of `T` has no default: every flag of a generated `Settings` has one, and its
+/// own tests call this.
+pub fn defaults<T: clap::Parser>() -> T {
+    let command = T::command().mut_args(|arg| arg.env(None::<&'static str>));
+    let name = command.get_name().to_owned();
+    let matches = command
+        .try_get_matches_from([name])
+        .unwrap_or_else(|error| panic!("a flag without a default: {error}"));
+    T::from_arg_matches(&matches).unwrap_or_else(|error| panic!("{error}"))
+}
+
 /// The common flags alone, as the runtime's own tests run a context: at their defaults.
 impl Flags for Common {
     fn from_env() -> Self {
@@ -128,13 +145,24 @@ impl Flags for Common {
 #[cfg(feature = "webhooks")]
 pub const WEBHOOK_ADDR: SocketAddr = SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 8443);
 
+/// The clap id of `--webhook-addr`, to which a generated crate's `Settings` gives its own
+/// default with `mut_arg`: the address its operator.yaml's `local.webhooks` has
+/// `deploy/local/` call.
+#[cfg(feature = "webhooks")]
+pub const WEBHOOK_ADDR_ARG: &str = "webhook-addr";
+
 /// The flags of an operator with webhooks (feature `webhooks`): where they are served, and who
 /// issues their certificate.
 #[cfg(feature = "webhooks")]
 #[derive(Debug, Clone, PartialEq, Eq, clap::Args)]
 pub struct Webhooks {
     /// The address the webhooks are served on, over HTTPS.
-    #[arg(long = "webhook-addr", env = "WEBHOOK_ADDR", default_value_t = WEBHOOK_ADDR)]
+    #[arg(
+        id = WEBHOOK_ADDR_ARG,
+        long = "webhook-addr",
+        env = "WEBHOOK_ADDR",
+        default_value_t = WEBHOOK_ADDR
+    )]
     pub addr: SocketAddr,
     /// Who issues the webhooks' certificate: this operator (`self-managed`), or cert-manager
     /// (`cert-manager`, as a generated `deploy/cert-manager/` sets).
@@ -398,6 +426,32 @@ mod tests {
         let error = Flags::try_parse_from(["operator", "--metrics-addr", "nowhere"])
             .expect_err("not an address");
         assert!(error.to_string().contains("--metrics-addr"), "{error}");
+    }
+
+    #[cfg(feature = "webhooks")]
+    #[test]
+    fn a_crate_gives_webhook_addr_its_own_default_which_defaults_reads_past_the_environment() {
+        #[derive(Debug, Parser)]
+        #[command(mut_arg(WEBHOOK_ADDR_ARG, |arg| arg.default_value("127.0.0.1:46443")))]
+        struct Local {
+            #[command(flatten)]
+            common: Common,
+            #[command(flatten)]
+            webhooks: Webhooks,
+        }
+        let local = SocketAddr::from(([127, 0, 0, 1], 46443));
+        assert_eq!(defaults::<Local>().webhooks.addr, local);
+        assert_eq!(defaults::<Local>().common, Common::default());
+        let help = <Local as clap::CommandFactory>::command()
+            .render_long_help()
+            .to_string();
+        assert!(help.contains("[default: 127.0.0.1:46443]"), "{help}");
+        let given = Local::try_parse_from(["operator", "--webhook-addr", "127.0.0.1:9443"])
+            .expect("valid flags");
+        assert_eq!(
+            given.webhooks.addr,
+            SocketAddr::from(([127, 0, 0, 1], 9443))
+        );
     }
 
     #[cfg(feature = "webhooks")]

@@ -225,7 +225,8 @@ mod tests {
         assert_eq!(WEBHOOK_ADDR.port(), LOCAL_WEBHOOK_PORT);
         assert_eq!(
             LOCAL_WEBHOOK_BASE,
-            format!("https://127.0.0.1:{LOCAL_WEBHOOK_PORT}")
+            format!("https://{WEBHOOK_ADDR}"),
+            "with no `local.webhooks`, a crate's default --webhook-addr is the runtime's"
         );
     }
 

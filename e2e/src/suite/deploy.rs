@@ -19,7 +19,7 @@ use anyhow::{Context as _, Result, bail};
 use operator_gen::model::LOCAL_WEBHOOK_BASE;
 use serde_json::{Value, json};
 
-use super::{LEASE_SECONDS, Mode, READY, Suite, webhooks::WEBHOOK_PORT};
+use super::{LEASE_SECONDS, Mode, READY, Suite};
 use crate::kit::{Local, images, logs};
 
 /// How the operator was installed.
@@ -380,15 +380,16 @@ impl Suite {
         let metrics = self.next_port;
         self.next_port += 1;
         // The installed configurations call one port: the first replica running holds it.
+        let installed = self.local_webhooks()?.port;
         let webhook = if self
             .local
             .values()
-            .any(|p| p.replica.webhook_port == WEBHOOK_PORT)
+            .any(|p| p.replica.webhook_port == installed)
         {
             self.next_port += 1;
             self.next_port - 1
         } else {
-            WEBHOOK_PORT
+            installed
         };
         let mut vars: Vec<(String, String)> = vec![
             ("KUBECONFIG".into(), self.kubeconfig.display().to_string()),

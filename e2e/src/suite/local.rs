@@ -6,12 +6,13 @@ use std::process::Command;
 
 use anyhow::{Result, bail};
 
-use super::{Suite, webhooks::WEBHOOK_PORT};
+use super::Suite;
 
 impl Suite {
     /// The integration test that ships in the crate (`tests/cluster.rs`), run with the
     /// Deployment scaled to none (two controllers would both reconcile) and `deploy/local/`
-    /// applied, so that the API server calls the webhooks its controller serves.
+    /// applied, so that the API server calls the webhooks its controller serves at the crate's
+    /// default `--webhook-addr`.
     pub(super) fn shipped_cluster_test(&mut self) -> Result<()> {
         let output = Command::new(self.env.artifacts.test(&self.dir, "cluster")?)
             // It needs a cluster, so it is `#[ignore]`d in a plain `cargo test`.
@@ -19,7 +20,9 @@ impl Suite {
             // Where `cargo test` runs it.
             .current_dir(&self.dir)
             .env("KUBECONFIG", self.env.kubectl.kubeconfig())
-            .env("WEBHOOK_ADDR", format!("127.0.0.1:{WEBHOOK_PORT}"))
+            // Where the crate's own settings serve them by default, which is where
+            // `deploy/local/` has the API server call them (`local.webhooks`).
+            .env_remove("WEBHOOK_ADDR")
             .env("POD_NAMESPACE", &self.operator_namespace)
             .output()?;
         let text = String::from_utf8_lossy(&output.stdout);

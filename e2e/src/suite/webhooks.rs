@@ -12,10 +12,6 @@ use serde_json::{Value, json};
 
 use super::Suite;
 
-/// The port the installed configurations call, where a local run serves its webhooks. One
-/// replica at a time holds it.
-pub(super) const WEBHOOK_PORT: u16 = operator_gen::model::LOCAL_WEBHOOK_PORT;
-
 /// What an operator's own hooks refuse and default, for the checks that need to know.
 pub(super) struct HookCase {
     /// Turns the sample into an object `validate` refuses.
@@ -92,6 +88,18 @@ impl Suite {
         self.dir.join("deploy/base/webhooks.yaml").exists()
     }
 
+    /// Where `deploy/local/` has the API server call a run outside the cluster, and where that
+    /// run serves the webhooks unless told otherwise: the crate's `local.webhooks`, read as
+    /// the generator reads it. One replica at a time holds its port.
+    pub(super) fn local_webhooks(&self) -> Result<operator_gen::model::LocalWebhooks> {
+        let bad = |field: &str, reason: String| operator_gen::Error::Manifest {
+            location: format!("{}/operator.yaml: field `{field}`", self.dir.display()),
+            reason,
+        };
+        let value = self.manifest.local.webhooks.as_deref();
+        Ok(operator_gen::model::local::webhooks(value, &bad)?.0)
+    }
+
     /// Whether it serves admission webhooks, which refuse creates while no replica answers.
     pub(super) fn has_admission(&self) -> bool {
         self.manifest
@@ -107,7 +115,7 @@ impl Suite {
             operator_gen::limits::yaml_options(),
         )
         .context("reading what deploy/local/ builds")?;
-        let local = format!("https://127.0.0.1:{WEBHOOK_PORT}/");
+        let local = format!("{}/", self.local_webhooks()?.base.raw());
         let webhooks = objects.iter().filter_map(|o| o["webhooks"].as_array());
         for webhook in webhooks.flatten() {
             let config = &webhook["clientConfig"];

@@ -7,8 +7,8 @@
 
 use serde::Serialize;
 
-use super::Webhooks;
-use crate::text::Constant;
+use super::{LocalWebhooks, Webhooks};
+use crate::text::{Constant, Text};
 
 /// One group of flags: a field of `Settings`, of a type from `operator_gen_runtime::settings`.
 #[derive(Debug, Clone, Serialize)]
@@ -28,7 +28,11 @@ pub struct FlagGroup {
 pub struct FlagRow {
     pub flag: Constant,
     pub variable: Constant,
+    /// The runtime's default, in Markdown.
     pub default: Constant,
+    /// The crate's own default, where it gives the flag one, printed in place of `default`:
+    /// `--webhook-addr`'s is the manifest's `local.webhooks`.
+    pub crate_default: Option<Text>,
     pub effect: Constant,
 }
 
@@ -43,6 +47,7 @@ fn row(
         flag: Constant(flag),
         variable: Constant(variable),
         default: Constant(default),
+        crate_default: None,
         effect: Constant(effect),
     }
 }
@@ -95,16 +100,19 @@ pub fn common() -> Vec<FlagRow> {
     ]
 }
 
-/// The flags of the runtime's `settings::Webhooks`.
-fn webhook_rows() -> Vec<FlagRow> {
+/// The flags of the runtime's `settings::Webhooks`, `--webhook-addr` defaulting to `local`.
+fn webhook_rows(local: &LocalWebhooks) -> Vec<FlagRow> {
     vec![
-        row(
-            "--webhook-addr",
-            "WEBHOOK_ADDR",
-            "`127.0.0.1:8443`",
-            "the webhooks, over HTTPS; the Deployments set `0.0.0.0:8443`, where the Service \
-             reaches a pod",
-        ),
+        FlagRow {
+            crate_default: Some(local.addr.clone()),
+            ..row(
+                "--webhook-addr",
+                "WEBHOOK_ADDR",
+                "`127.0.0.1:8443`",
+                "the webhooks, over HTTPS (`local.webhooks` in operator.yaml sets the default); \
+                 the Deployments set `0.0.0.0:8443`, where the Service reaches a pod",
+            )
+        },
         row(
             "--webhook-certs",
             "WEBHOOK_CERTS",
@@ -139,7 +147,14 @@ fn sharding_rows() -> Vec<FlagRow> {
 /// Every flag the table of settings can list, the common ones and every group's: what a test
 /// holds to the runtime's `clap` definitions (xtask's `contracts`).
 pub fn every_row() -> Vec<FlagRow> {
-    [common(), webhook_rows(), conversion_rows(), sharding_rows()].concat()
+    let local = LocalWebhooks::default();
+    [
+        common(),
+        webhook_rows(&local),
+        conversion_rows(),
+        sharding_rows(),
+    ]
+    .concat()
 }
 
 /// The groups of an operator with `webhooks`, sharded or not, in the order `Settings` holds
@@ -152,12 +167,12 @@ pub(super) fn groups(webhooks: Option<&Webhooks>, sharding: bool) -> Vec<FlagGro
         rows,
     };
     [
-        webhooks.map(|_| {
+        webhooks.map(|webhooks| {
             group(
                 "webhooks",
                 "Webhooks",
                 "Where the webhooks are served, and who issues their certificate.",
-                webhook_rows(),
+                webhook_rows(&webhooks.local),
             )
         }),
         webhooks.and_then(|w| w.conversion.as_ref()).map(|_| {

@@ -17,6 +17,7 @@
 pub mod chart;
 mod dependencies;
 pub mod flags;
+pub mod local;
 mod modules;
 mod monitoring;
 mod policy;
@@ -32,6 +33,7 @@ use serde::Serialize;
 pub use self::{
     dependencies::Dependency,
     flags::{FlagGroup, FlagRow},
+    local::{LOCAL_WEBHOOK_BASE, LOCAL_WEBHOOK_PORT, LocalWebhooks},
     modules::Module,
     monitoring::{Alert, Monitoring, runtime_series},
     policy::Requeue,
@@ -41,8 +43,7 @@ pub use self::{
     relations::{External, Import, Related, RelatedCrd, Watched},
     status::OwnCondition,
     webhooks::{
-        Conversion, HUB_FIELDS_ANNOTATION, LOCAL_WEBHOOK_BASE, LOCAL_WEBHOOK_PORT, Version,
-        VersionField, Webhook, Webhooks, check_versions,
+        Conversion, HUB_FIELDS_ANNOTATION, Version, VersionField, Webhook, Webhooks, check_versions,
     },
 };
 use crate::{
@@ -298,8 +299,9 @@ pub fn analyze(
         .derive
         .as_ref()
         .map_or(&[][..], |d| d.also_served.as_slice());
+    let (local, local_warning) = local::webhooks(manifest.local.webhooks.as_deref(), &bad)?;
     let webhooks = webhooks::resolve(
-        manifest.webhooks,
+        (manifest.webhooks, local),
         facts.archetype,
         &crate_name,
         &namespace,
@@ -357,6 +359,12 @@ pub fn analyze(
     };
     let mut warnings = facts.warnings;
     warnings.extend(resolved.warnings);
+    // The address matters only to an operator with webhooks.
+    warnings.extend(
+        local_warning
+            .filter(|_| webhooks.is_some())
+            .map(|warning| format!("{manifest_origin}: {warning}")),
+    );
     if let Some(webhooks) = webhooks.as_ref().filter(|w| w.fails_open) {
         let kinds: Vec<&str> = webhooks
             .rules

@@ -8,7 +8,7 @@
 
 use serde::Serialize;
 
-use super::{Archetype, Primary, Related};
+use super::{Archetype, LocalWebhooks, Primary, Related};
 use crate::{
     error::Result,
     manifest, naming,
@@ -18,15 +18,6 @@ use crate::{
 /// The most versions a derived resource may also serve: each is a module, two conversions and
 /// a round-trip test, and a long list is more likely a mistake than an API's history.
 pub const MAX_ALSO_SERVED: usize = 8;
-
-/// Where an operator run outside the cluster (`cargo run`) serves its webhooks, as the API
-/// server calls them: loopback, on the port of the runtime's default `--webhook-addr`, which
-/// the self-managed certificate names. `deploy/local/` points the webhook configurations here,
-/// and `crdgen --webhook-url` the CRD's conversion.
-pub const LOCAL_WEBHOOK_BASE: &str = "https://127.0.0.1:8443";
-
-/// The port of [`LOCAL_WEBHOOK_BASE`].
-pub const LOCAL_WEBHOOK_PORT: u16 = 8443;
 
 /// The webhooks of one operator, for the templates.
 #[derive(Debug, Clone, Serialize)]
@@ -70,8 +61,10 @@ pub struct Webhooks {
     /// a person sets it on `kube-system`. `None` when nothing is exempt: the operator's own
     /// objects are never of a custom primary's kind.
     pub exempt_label: Option<Text>,
-    /// [`LOCAL_WEBHOOK_BASE`].
-    pub local_base: Constant,
+    /// Where an operator run outside the cluster (`cargo run`) serves them, as the API server
+    /// calls them there: `deploy/local/` points the webhook configurations at it, and
+    /// `crdgen --webhook-url` the CRD's conversion.
+    pub local: LocalWebhooks,
 }
 
 /// One kind a webhook matches, as a configuration's `rules[]` names it.
@@ -114,6 +107,8 @@ pub struct Configuration {
     pub ca_target: Constant,
     /// `Fail`, or `Ignore` when the webhooks fail open (see [`fails_open`]).
     pub failure_policy: Constant,
+    /// Where `deploy/local/` has the API server call it: the path on [`LocalWebhooks::base`].
+    pub local_url: Text,
 }
 
 /// The versions of a derived resource and the CRD whose conversion webhook converts them.
@@ -177,11 +172,12 @@ fn exempt_label(crate_name: &str) -> Text {
     Text::new(format!("skip-webhooks.operator-gen.kube.rs/{crate_name}"))
 }
 
-/// The webhooks the operator serves: the admission webhooks `manifest` asks for and the
-/// conversion of versions `also_served`, or `None` when there are none. `bad` reports
-/// versions that cannot be served. A generic operator's webhooks match each of its kinds.
+/// The webhooks the operator serves: the admission webhooks the manifest asks for and the
+/// conversion of versions `also_served`, or `None` when there are none, served outside the
+/// cluster at `local`. `bad` reports versions that cannot be served. A generic operator's
+/// webhooks match each of its kinds.
 pub(super) fn resolve(
-    manifest: Option<manifest::Webhooks>,
+    (manifest, local): (Option<manifest::Webhooks>, LocalWebhooks),
     archetype: Archetype,
     crate_name: &str,
     namespace: &str,
@@ -220,6 +216,7 @@ pub(super) fn resolve(
             )
         };
         webhook.clone().map(|webhook| Configuration {
+            local_url: Text::new(format!("{}{}", local.base.raw(), webhook.path.0)),
             kind: Constant(kind),
             resource: Constant(resource),
             webhook,
@@ -256,7 +253,7 @@ pub(super) fn resolve(
         match_condition: not_own_bookkeeping(namespace, crate_name),
         fails_open,
         exempt_label: needs_own_namespace(manifest, archetype).then(|| exempt_label(crate_name)),
-        local_base: Constant(LOCAL_WEBHOOK_BASE),
+        local,
     }))
 }
 
