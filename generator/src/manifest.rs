@@ -114,6 +114,11 @@ pub struct Status {
     /// succeeded and `False` after a permanent failure, written as this operator's own entry
     /// so that the conditions other controllers write are left alone.
     pub condition: Option<String>,
+    /// Whether this operator is the controller of an imported CRD (the one its status was
+    /// made for), so that the status is the operator's to write with `Context::patch_status`.
+    /// Off by default: an imported CRD's status belongs to the controller it comes with.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub ours: bool,
 }
 
 /// The condition a derived primary keeps when `status.condition` names none: its status is the

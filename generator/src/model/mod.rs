@@ -164,6 +164,9 @@ pub struct Controller {
     /// The condition the operator writes into the primary's `status.conditions`, when the
     /// manifest asks for one.
     pub condition: Option<OwnCondition>,
+    /// Whether the primary's status is the operator's to write (`status.ours`, or a derived
+    /// primary): the skeleton shows `patch_status`, and the RBAC grants it.
+    pub status_ours: bool,
     /// How many watches must list before the operator is ready: each primary kind's, one per
     /// owned kind and one per watched kind (a generic operator's kinds share those two).
     pub watches_to_list: usize,
@@ -537,6 +540,7 @@ fn controller(
             finalizer_group(facts.archetype, primary)
         )),
         condition: status::own_condition(manifest, facts.archetype, primary, bad)?,
+        status_ours: status::ours(manifest, facts.archetype, primary, bad)?,
         // Each kind's controller lists its primaries and its children.
         watches_to_list: primary.kinds.len().max(1) + resolved.owns.len() + resolved.watches.len(),
         sharding: manifest.sharding,
@@ -586,16 +590,14 @@ fn rbac_rules(
     resolved: &relations::Resolved,
     controller: &Controller,
 ) -> Vec<Rule> {
-    let primary = &facts.primary;
-    let status_helper = primary.status_subresource
-        && primary.status_type.is_some()
-        && matches!(facts.archetype, Archetype::Imported | Archetype::Derived);
+    // The status is written where it is the operator's, or where it keeps a condition there:
+    // an imported CRD's status is otherwise its own controller's.
     rbac::rules(
         facts.archetype,
-        primary,
+        &facts.primary,
         resolved,
         controller.finalizer,
-        status_helper || controller.condition.is_some(),
+        controller.status_ours || controller.condition.is_some(),
         controller.sharding,
     )
 }

@@ -98,6 +98,45 @@ pub(super) fn own_condition(
     }))
 }
 
+/// Whether the primary's status is the operator's to write: a derived primary's always, an
+/// imported one's when the manifest says the operator is its CRD's controller (`status.ours`),
+/// which needs a `/status` subresource to write through. `bad` reports `status.ours` where
+/// the status is another controller's by nature (a built-in kind's) or cannot be written.
+pub(super) fn ours(
+    manifest: &manifest::Manifest,
+    archetype: Archetype,
+    primary: &Primary,
+    bad: &dyn Fn(&str, String) -> crate::Error,
+) -> Result<bool> {
+    const FIELD: &str = "status.ours";
+    if archetype == Archetype::Derived {
+        return Ok(true);
+    }
+    if !manifest.status.ours {
+        return Ok(false);
+    }
+    if archetype != Archetype::Imported {
+        return Err(bad(
+            FIELD,
+            "only an imported CRD with generated types can be this operator's own: a built-in \
+             kind's status belongs to its own controller, and a derived resource's is the \
+             operator's already; remove `status.ours`"
+                .to_owned(),
+        ));
+    }
+    if !primary.status_subresource || primary.status_type.is_none() {
+        return Err(bad(
+            FIELD,
+            format!(
+                "{} has no `status` behind a `/status` subresource, so there is no status to \
+                 write; remove `status.ours`",
+                primary.crd_name.raw()
+            ),
+        ));
+    }
+    Ok(true)
+}
+
 /// The condition `type_name` of a derived primary (`Ready` unless `status.condition` names
 /// another). Its status type is the crate's own, `new` writes it with a `conditions` list of
 /// `metav1.Condition`, which has every field; that list is replaced whole on each write, since

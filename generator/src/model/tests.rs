@@ -795,6 +795,36 @@ fn an_imported_crds_status_is_left_alone_unless_a_condition_is_asked_for() {
 }
 
 #[test]
+fn an_imported_status_is_patched_only_where_it_is_the_operators_or_keeps_its_condition() {
+    let items = condition_items("type, status", "");
+    let patches_status = |operator: &Operator| {
+        operator
+            .deploy
+            .rbac
+            .iter()
+            .any(|r| r.resource.raw() == "widgets/status")
+    };
+    let theirs = analyze_with_conditions(&items, "").unwrap();
+    assert!(!theirs.controller.status_ours);
+    assert!(!patches_status(&theirs), "another controller's status");
+    let ours = analyze_with_conditions(&items, "status: { ours: true }").unwrap();
+    assert!(ours.controller.status_ours && ours.controller.condition.is_none());
+    assert!(
+        patches_status(&ours),
+        "the operator is the CRD's controller"
+    );
+
+    let error = analyze_crd(CRD, "status: { ours: true }")
+        .expect_err("no /status subresource to write through")
+        .to_string();
+    assert!(error.contains("field `status.ours`"), "{error}");
+    let error = analyze_builtin("primary: { builtin: Deployment }\nstatus: { ours: true }")
+        .expect_err("a built-in kind's status is its controller's")
+        .to_string();
+    assert!(error.contains("field `status.ours`"), "{error}");
+}
+
+#[test]
 fn a_derived_primary_keeps_ready_through_the_lifecycle_unless_the_manifest_names_another() {
     let condition = |extra: &str| analyze_derived_with("[]", extra).map(|o| o.controller.condition);
     let ready = condition("")
