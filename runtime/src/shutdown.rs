@@ -17,7 +17,7 @@ use std::{
 use tokio::sync::{Notify, watch};
 
 /// Whether, and when, the operator was asked to stop. Clones share the request, and the
-/// servers that still drain after it ([`Shutdown::draining`]).
+/// servers that still drain after it (`Shutdown::draining`).
 #[derive(Clone, Debug)]
 pub struct Shutdown {
     requested: watch::Receiver<bool>,
