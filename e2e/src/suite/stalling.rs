@@ -81,10 +81,14 @@ impl Drop for Stalling {
 
 type Client = StreamOwned<ClientConnection, TcpStream>;
 
+/// How long the handshake and the head may take: a loaded node answers a handshake in more
+/// than the polls' 10 ms, and a poll's timeout during the handshake read as a failure.
+const HANDSHAKE: Duration = Duration::from_secs(10);
+
 /// A client that sent `head` and stalls.
 fn stall(address: SocketAddr, config: &Arc<ClientConfig>, head: &str) -> Result<Client> {
     let tcp = TcpStream::connect(address).context("connecting to the webhooks")?;
-    tcp.set_read_timeout(Some(Duration::from_millis(10)))?;
+    tcp.set_read_timeout(Some(HANDSHAKE))?;
     let name = ServerName::IpAddress(address.ip().into());
     let connection = ClientConnection::new(Arc::clone(config), name)?;
     let mut client = StreamOwned::new(connection, tcp);
@@ -93,6 +97,10 @@ fn stall(address: SocketAddr, config: &Arc<ClientConfig>, head: &str) -> Result<
         .write_all(head.as_bytes())
         .context("sending the head of a POST")?;
     client.flush()?;
+    // From here on the client only polls whether the server dropped it.
+    client
+        .sock
+        .set_read_timeout(Some(Duration::from_millis(10)))?;
     Ok(client)
 }
 
