@@ -136,7 +136,7 @@ impl Fitted {
 /// seed's entries for what it lacks, fitted by cargo.
 pub fn follow(out: &Path) -> Lock {
     let cargo = cargo();
-    match own_lock_folder(&cargo, out) {
+    match foreign_workspace(&cargo, out) {
         Ok(Some(root)) => return Lock::InWorkspace(root),
         Ok(None) => (),
         Err(reason) => return Lock::Failed(reason),
@@ -196,7 +196,7 @@ pub fn follow(out: &Path) -> Lock {
 /// Whether the crate in `out` has a lock of its own, and whether it is in step.
 pub fn step(out: &Path) -> Step {
     let cargo = cargo();
-    match own_lock_folder(&cargo, out) {
+    match foreign_workspace(&cargo, out) {
         Ok(None) => (),
         Ok(Some(_)) | Err(_) => return Step::NotOwn,
     }
@@ -216,9 +216,9 @@ fn cargo() -> std::ffi::OsString {
     std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into())
 }
 
-/// `None` when the crate in `out` is a workspace of its own, which keeps its own lock; else
-/// the Cargo.toml of the workspace it belongs to.
-fn own_lock_folder(cargo: &std::ffi::OsStr, out: &Path) -> Result<Option<PathBuf>, String> {
+/// The Cargo.toml of the workspace the crate in `out` belongs to, whose lock cargo uses; `None`
+/// when the crate is a workspace of its own, which keeps its own lock.
+fn foreign_workspace(cargo: &std::ffi::OsStr, out: &Path) -> Result<Option<PathBuf>, String> {
     let root = workspace_manifest(cargo, out)?;
     let own = std::fs::canonicalize(out.join("Cargo.toml")).ok();
     if own.is_some() && own != std::fs::canonicalize(&root).ok() {
