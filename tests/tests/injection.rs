@@ -156,6 +156,7 @@ concurrency: 2
 debounce: 1s
 sample: { spec: { mode: slow, label: abc } }
 webhooks: { validating: true, mutating: true }
+local: { webhooks: "https://127.0.0.1:46443" }
 sharding: true
 dependencies:
   anyhow: "1"
