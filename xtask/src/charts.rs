@@ -207,7 +207,7 @@ fn check(tools: &Tools, operator: &OperatorCrate) -> Result<usize> {
             // Where deploy/local/ has the configurations call.
             values: vec![format!(
                 "webhooks.url={}",
-                operator_gen::model::LOCAL_WEBHOOK_BASE
+                local_webhooks(operator)?.base.raw()
             )],
             kustomize: &["deploy/local"],
             // deploy/local/ leaves out the workload, which the chart installs whatever it calls.
@@ -360,6 +360,16 @@ fn every_value_reaches_the_deployment(tools: &Tools, operator: &OperatorCrate) -
         }
     }
     Ok(())
+}
+
+/// Where the crate's `deploy/local/` calls its webhooks: its manifest's `local.webhooks`.
+fn local_webhooks(operator: &OperatorCrate) -> Result<operator_gen::model::LocalWebhooks> {
+    let path = operator.dir.join("operator.yaml");
+    let manifest = operator_gen::manifest::Manifest::load(&path)?;
+    Ok(operator_gen::model::local::of_manifest(
+        &manifest,
+        &path.display().to_string(),
+    )?)
 }
 
 /// Values of the wrong type, or that the chart does not have, are refused by helm itself,

@@ -92,12 +92,11 @@ impl Suite {
     /// run serves the webhooks unless told otherwise: the crate's `local.webhooks`, read as
     /// the generator reads it. One replica at a time holds its port.
     pub(super) fn local_webhooks(&self) -> Result<operator_gen::model::LocalWebhooks> {
-        let bad = |field: &str, reason: String| operator_gen::Error::Manifest {
-            location: format!("{}/operator.yaml: field `{field}`", self.dir.display()),
-            reason,
-        };
-        let value = self.manifest.local.webhooks.as_deref();
-        Ok(operator_gen::model::local::webhooks(value, &bad)?.0)
+        let origin = format!("{}/operator.yaml", self.dir.display());
+        Ok(operator_gen::model::local::of_manifest(
+            &self.manifest,
+            &origin,
+        )?)
     }
 
     /// Whether it serves admission webhooks, which refuse creates while no replica answers.

@@ -10,7 +10,7 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
 use serde::Serialize;
 
-use crate::{error::Result, text::Text};
+use crate::{error::Result, manifest::Manifest, text::Text};
 
 /// Where a run outside the cluster serves its webhooks unless the manifest says otherwise:
 /// loopback, on the port of the runtime's default `--webhook-addr`, which the self-managed
@@ -47,6 +47,17 @@ impl Default for LocalWebhooks {
             port: LOCAL_WEBHOOK_PORT,
         }
     }
+}
+
+/// The `local.webhooks` of the manifest read from `origin`, as generation reads it: for what
+/// checks a generated crate against its manifest (the e2e, the charts' comparison), so they
+/// call where `deploy/local/` does.
+pub fn of_manifest(manifest: &Manifest, origin: &str) -> Result<LocalWebhooks> {
+    let bad = |field: &str, reason: String| crate::Error::Manifest {
+        location: format!("{origin}: field `{field}`"),
+        reason,
+    };
+    Ok(webhooks(manifest.local.webhooks.as_deref(), &bad)?.0)
 }
 
 /// The host of a URL, parsed.
