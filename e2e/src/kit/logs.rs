@@ -76,17 +76,46 @@ pub fn of_pods(pod_logs: &Path, namespace: &str, deployment: &str) -> Vec<(Strin
     logs
 }
 
-/// The text of `log` from byte `from` on.
+/// The text of `log` from byte `from` on. A byte that is no UTF-8 (a line the runtime
+/// split inside a character, or one cut short as the read caught it) becomes U+FFFD rather
+/// than hiding every line after it.
 pub fn read_from(log: &Path, from: u64) -> String {
+    String::from_utf8_lossy(&bytes_from(log, from)).into_owned()
+}
+
+/// The bytes of `log` from byte `from` on; none when it cannot be read.
+fn bytes_from(log: &Path, from: u64) -> Vec<u8> {
     let Ok(mut file) = fs::File::open(log) else {
-        return String::new();
+        return Vec::new();
     };
     if file.seek(SeekFrom::Start(from)).is_err() {
-        return String::new();
+        return Vec::new();
     }
-    let mut text = String::new();
-    let _ = file.read_to_string(&mut text);
-    text
+    let mut bytes = Vec::new();
+    let _ = file.read_to_end(&mut bytes);
+    bytes
+}
+
+/// The file's identity on its file system, which a rename keeps.
+fn inode(path: &Path) -> Option<u64> {
+    use std::os::unix::fs::MetadataExt as _;
+    fs::metadata(path).ok().map(|meta| meta.ino())
+}
+
+/// The file in `log`'s folder that holds the inode `inode` now: `log` itself, or the name the
+/// kubelet renamed it to when it rotated it (`0.log.<time>`, compressed later to `.gz`).
+fn holding(log: &Path, inode_was: u64) -> Option<PathBuf> {
+    let folder = log.parent()?;
+    let name = log.file_name()?.to_string_lossy().into_owned();
+    fs::read_dir(folder)
+        .ok()?
+        .flatten()
+        .map(|entry| entry.path())
+        .filter(|path| {
+            path.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with(&name))
+        })
+        .find(|path| inode(path) == Some(inode_was))
 }
 
 /// How far each of a set of logs had grown at a moment.
@@ -136,8 +165,57 @@ struct Copies {
     namespace: String,
     deployment: String,
     into: PathBuf,
-    /// Each source log's copy and how much of it is copied.
-    copied: BTreeMap<PathBuf, (String, PathBuf, u64)>,
+    /// Each source log's copy and how far it is copied.
+    copied: BTreeMap<PathBuf, LogCopy>,
+}
+
+/// One container log's copy: the pod it is of, where it is copied to, and the source file
+/// (by inode, since the kubelet rotates a log by renaming it) and how many of its bytes.
+#[derive(Debug)]
+struct LogCopy {
+    pod: String,
+    to: PathBuf,
+    inode: Option<u64>,
+    copied: u64,
+}
+
+impl LogCopy {
+    /// Appends what `log` has past what is copied. Once the kubelet has rotated it (past
+    /// `containerLogMaxSize`), the rest of the renamed file goes first, then the new one's.
+    fn follow(&mut self, log: &Path) {
+        let now = inode(log);
+        if let (Some(was), Some(_)) = (self.inode, now)
+            && self.inode != now
+        {
+            if let Some(rotated) = holding(log, was)
+                && !self.append(&bytes_from(&rotated, self.copied))
+            {
+                return;
+            }
+            self.copied = 0;
+        }
+        self.inode = now.or(self.inode);
+        let _ = self.append(&bytes_from(log, self.copied));
+    }
+
+    /// Appends `new` to the copy; whether it was written.
+    fn append(&mut self, new: &[u8]) -> bool {
+        if new.is_empty() {
+            return true;
+        }
+        if let Some(parent) = self.to.parent() {
+            let _ = fs::create_dir_all(parent);
+        }
+        let appended = fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.to)
+            .and_then(|mut copy| copy.write_all(new));
+        if appended.is_ok() {
+            self.copied += new.len() as u64;
+        }
+        appended.is_ok()
+    }
 }
 
 impl Copies {
@@ -154,26 +232,16 @@ impl Copies {
                 .unwrap_or_default()
                 .to_string_lossy()
                 .into_owned();
-            let copy = self.into.join(&pod).join(format!("{container}-{file}"));
-            let entry = self
-                .copied
+            let to = self.into.join(&pod).join(format!("{container}-{file}"));
+            self.copied
                 .entry(log.clone())
-                .or_insert_with(|| (pod.clone(), copy, 0));
-            let new = read_from(&log, entry.2);
-            if new.is_empty() {
-                continue;
-            }
-            if let Some(parent) = entry.1.parent() {
-                let _ = fs::create_dir_all(parent);
-            }
-            let appended = fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(&entry.1)
-                .and_then(|mut copy| copy.write_all(new.as_bytes()));
-            if appended.is_ok() {
-                entry.2 += new.len() as u64;
-            }
+                .or_insert_with(|| LogCopy {
+                    pod,
+                    to,
+                    inode: None,
+                    copied: 0,
+                })
+                .follow(&log);
         }
     }
 }
@@ -220,7 +288,7 @@ impl Collector {
         state
             .copied
             .values()
-            .map(|(pod, copy, _)| (pod.clone(), copy.clone()))
+            .map(|copy| (copy.pod.clone(), copy.to.clone()))
             .collect()
     }
 }
@@ -284,6 +352,45 @@ mod tests {
         assert_eq!(
             fs::read_to_string(&files[0].1).expect("the copy"),
             "one\ntwo\n"
+        );
+    }
+
+    #[test]
+    fn a_rotated_log_is_copied_to_its_end_then_the_new_one_from_its_start() {
+        let node = tempfile::tempdir().expect("a folder");
+        let into = tempfile::tempdir().expect("a folder");
+        let container = node.path().join("ns_op-a-1_uid/operator");
+        fs::create_dir_all(&container).expect("folders");
+        let log = container.join("0.log");
+        fs::write(&log, "one\n").expect("written");
+        let collector = Collector::start(node.path(), "ns", "op", into.path().to_owned());
+        collector.copy_now();
+        let mut file = fs::OpenOptions::new()
+            .append(true)
+            .open(&log)
+            .expect("open");
+        std::io::Write::write_all(&mut file, b"two\n").expect("appended");
+        // As the kubelet rotates: a rename, then a new file the runtime writes on.
+        fs::rename(&log, container.join("0.log.20261202-041946")).expect("renamed");
+        fs::write(&log, "3\n").expect("a new log");
+        collector.copy_now();
+        let files = collector.files();
+        assert_eq!(files.len(), 1, "{files:?}");
+        assert_eq!(
+            fs::read_to_string(&files[0].1).expect("the copy"),
+            "one\ntwo\n3\n"
+        );
+    }
+
+    #[test]
+    fn a_byte_that_is_no_utf8_hides_no_line_after_it() {
+        let dir = tempfile::tempdir().expect("a folder");
+        let log = dir.path().join("a.log");
+        fs::write(&log, b"cut \xc2\nfailed after it\n").expect("written");
+        let logs = [("a".to_owned(), log)];
+        assert_eq!(
+            Marks::default().lines_since(&logs, &["failed"]),
+            ["a: failed after it"]
         );
     }
 
