@@ -71,6 +71,8 @@ enum Ending {
     Stopped,
     /// This replica stopped leading.
     Lost,
+    /// Its watches made no progress listing for [`crate::metrics::LISTING_STALLED`].
+    Stalled,
 }
 
 /// This replica's part in the election for one Lease, and the stop request that ends it.
@@ -146,9 +148,19 @@ impl Election {
     {
         let shutdown = self.shutdown.clone().unwrap_or_else(Shutdown::process);
         if !self.enabled {
-            metrics.leading();
-            serve(&mut term, shutdown.requested()).await;
-            return Ok(());
+            loop {
+                metrics.leading();
+                let end = async {
+                    tokio::select! {
+                        () = shutdown.requested() => Ending::Stopped,
+                        () = metrics.stalled() => Ending::Stalled,
+                    }
+                };
+                match serve(&mut term, end).await {
+                    Some(Ending::Stalled) if !shutdown.is_requested() => stalled_again(),
+                    _ => return Ok(()),
+                }
+            }
         }
         let mut campaigned = false;
         loop {
@@ -175,6 +187,7 @@ impl Election {
                     tokio::select! {
                         () = stop => Ending::Stopped,
                         () = lost => Ending::Lost,
+                        () = metrics.stalled() => Ending::Stalled,
                     }
                 }
             };
@@ -187,6 +200,8 @@ impl Election {
                 Some(Ending::Lost) if !shutdown.is_requested() => {
                     tracing::warn!(lease = %self.lease, "lost leadership; campaigning again");
                 }
+                // Handed back with the Lease, which this replica most likely takes again.
+                Some(Ending::Stalled) if !shutdown.is_requested() => stalled_again(),
                 // Asked to stop, or the term's work ended by itself.
                 _ => return Ok(()),
             }
@@ -231,6 +246,14 @@ impl Election {
         tracing::info!(lease = %self.lease, "leading");
         Ok(Leadership { leading, renewer })
     }
+}
+
+/// Says that a term ended because its watches made no progress listing, and starts again.
+pub(crate) fn stalled_again() {
+    tracing::warn!(
+        after = ?crate::metrics::LISTING_STALLED,
+        "the term's watches made no progress listing; starting it again with new ones"
+    );
 }
 
 /// Runs one term of `term` until it returns; once `end` resolves, tells the term so and

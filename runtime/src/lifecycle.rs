@@ -33,6 +33,13 @@ use crate::{
     replica::Replica,
 };
 
+/// When an object its shard's closed fence turned away is tried again. The term normally ends
+/// as the fence closes, and the next term's first list reconciles the object anyway; but a
+/// renewal that lands just past the deadline reopens the fence before the term has seen it
+/// close, and the term goes on. Without a retry, what the turned-away reconcile was for (an
+/// object's deletion, say) would wait for its next change.
+pub(crate) const FENCE_RETRY: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// What a reconcile can fail with, for the lifecycle to fail one: the operator's own error,
 /// which the lifecycle's own failures (an API call, the condition's write, the finalizer's
 /// patches) convert into. A generated crate's `Error` is one.
@@ -185,7 +192,7 @@ where
         };
         let key = ObjectRef::from_obj(obj.as_ref());
         if !shard.holds() {
-            return Ok(Action::await_change());
+            return Ok(Action::requeue(FENCE_RETRY));
         }
         if shard.drain_requested(obj.as_ref()) {
             shard.let_go(api, obj.as_ref()).await?;
@@ -198,7 +205,7 @@ where
                 // The fence closing ends this term; the next term's first list reconciles
                 // every object of the shard again, wherever it is placed by then.
                 tracing::info!(object = %key, "cut short: this replica's shard Lease went unrenewed");
-                Ok(Action::await_change())
+                Ok(Action::requeue(FENCE_RETRY))
             }
         }
     }
@@ -665,7 +672,7 @@ mod tests {
 
     #[cfg(feature = "sharding")]
     #[tokio::test]
-    async fn past_its_shards_fence_an_object_is_left_alone() {
+    async fn past_its_shards_fence_an_object_is_left_alone_and_tried_again_soon() {
         let object = pod();
         let (client, server) = mock_api(holding(&object));
         let api = Api::<Pod>::namespaced(client.clone(), "default");
@@ -676,7 +683,11 @@ mod tests {
         assert!(!shard.holds());
         let probe = Probe::default();
         let action = run(&lifecycle, &api, &probe, &object).await;
-        assert_eq!(action.expect("nothing failed"), Action::await_change());
+        // Tried again soon, in case the fence reopens before the term ends.
+        assert_eq!(
+            action.expect("nothing failed"),
+            Action::requeue(FENCE_RETRY)
+        );
         assert_eq!(probe.applied.load(SeqCst), 0);
         assert_eq!(lifecycle.failure_count(&ObjectRef::from_obj(&object)), 0);
         drop((lifecycle, api, client));
@@ -704,7 +715,10 @@ mod tests {
         let action = lifecycle
             .reconcile(&api, Arc::new(object.clone()), (slow, no_cleanup))
             .await;
-        assert_eq!(action.expect("nothing failed"), Action::await_change());
+        assert_eq!(
+            action.expect("nothing failed"),
+            Action::requeue(FENCE_RETRY)
+        );
         assert_eq!(finished.load(SeqCst), 0, "the hook was dropped mid-way");
         assert!(!shard.holds());
         drop((lifecycle, api, client));

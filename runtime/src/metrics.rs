@@ -92,6 +92,15 @@ pub(crate) struct PortLabels {
 /// not ready: the API server's admission timeout, after which every request waiting has failed.
 pub(crate) const WEBHOOKS_STUCK: Duration = Duration::from_secs(10);
 
+/// How long a term's watches may list with nothing at all coming through any of them (no
+/// object, no error) before the term is started again with new ones. A list that is slow but
+/// moves never trips it, nor does one that fails and retries; a watch whose answer sits
+/// unread does: a replica back from an API server outage once started a term whose primaries'
+/// watch read 16 KiB of its streaming list and then nothing for ten minutes, its cache
+/// empty and every object placed on it unreconciled. controller-runtime bounds a cache's
+/// first sync the same way (`CacheSyncTimeout`, 2 minutes), by failing the manager.
+pub(crate) const LISTING_STALLED: Duration = Duration::from_secs(120);
+
 /// When a replica is ready, which is what puts it behind a Service.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ReadyWhen {
@@ -128,6 +137,8 @@ pub struct Metrics {
     unsynced: AtomicUsize,
     /// [`Metrics::unsynced`], as served.
     watches_pending: Gauge,
+    /// When anything last came through a watch still listing, or the term started.
+    listing_moved: Mutex<tokio::time::Instant>,
     /// Per watch, 1 once it has listed everything in this term.
     watches_listed: Family<WatchLabels, Gauge>,
     /// The watches [`Metrics::watches_listed`] has series for, to reset them between terms.
@@ -260,6 +271,7 @@ impl Metrics {
             certificate_expiry,
             unsynced: AtomicUsize::new(watches),
             watches_pending,
+            listing_moved: Mutex::new(tokio::time::Instant::now()),
             watches_listed,
             watch_names: Mutex::default(),
             leader,
@@ -314,6 +326,9 @@ impl Metrics {
         let metrics = Arc::clone(self);
         let mut listed = false;
         move |event| {
+            if !listed {
+                metrics.listing_moved();
+            }
             if !listed && matches!(event, Ok(watcher::Event::InitDone)) {
                 listed = true;
                 metrics.watches_listed.get_or_create(&labels).set(1);
@@ -340,7 +355,36 @@ impl Metrics {
         self.leader.set(1);
     }
 
+    /// Notes that something came through a watch that is still listing.
+    fn listing_moved(&self) {
+        *self
+            .listing_moved
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = tokio::time::Instant::now();
+    }
+
+    /// Whether this replica leads, some of its watches have not listed, and nothing came
+    /// through any of them for [`LISTING_STALLED`].
+    pub(crate) fn listing_stalled(&self) -> bool {
+        self.leader.get() == 1
+            && self.unsynced.load(Ordering::SeqCst) > 0
+            && self
+                .listing_moved
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .elapsed()
+                > LISTING_STALLED
+    }
+
+    /// Resolves once [`Metrics::listing_stalled`], checked every second: a term's end.
+    pub(crate) async fn stalled(&self) {
+        while !self.listing_stalled() {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+    }
+
     fn all_watches_pending(&self) {
+        self.listing_moved();
         let watches = self.watches();
         self.unsynced.store(watches, Ordering::SeqCst);
         self.watches_pending
@@ -578,6 +622,25 @@ mod tests {
             text.contains("operator_watch_listed{watch=\"PrometheusRule\"} 0\n"),
             "a standby watches nothing: {text}"
         );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_listing_stalls_only_while_it_leads_with_nothing_coming_through() {
+        let metrics = Arc::new(Metrics::new(ReadyWhen::WatchesListed(1)));
+        let mut primary = metrics.listing::<ConfigMap>("PrometheusRule");
+        tokio::time::advance(LISTING_STALLED * 2).await;
+        assert!(!metrics.listing_stalled(), "a standby lists nothing");
+        metrics.leading();
+        tokio::time::advance(LISTING_STALLED - Duration::from_secs(1)).await;
+        // A failure the watcher retries is something coming through too.
+        primary(&Err(watcher::Error::NoResourceVersion));
+        tokio::time::advance(LISTING_STALLED - Duration::from_secs(1)).await;
+        assert!(!metrics.listing_stalled(), "it moved within the bound");
+        tokio::time::advance(Duration::from_secs(2)).await;
+        assert!(metrics.listing_stalled());
+        primary(&Ok(watcher::Event::InitDone));
+        tokio::time::advance(LISTING_STALLED * 2).await;
+        assert!(!metrics.listing_stalled(), "listed: nothing to wait for");
     }
 
     #[test]

@@ -45,6 +45,8 @@ pub struct Replica {
 enum Ending {
     Stopped,
     Fenced,
+    /// Its watches made no progress listing for [`crate::metrics::LISTING_STALLED`].
+    Stalled,
 }
 
 impl Replica {
@@ -190,6 +192,7 @@ impl Replica {
                         tokio::select! {
                             () = stop => Ending::Stopped,
                             () = closed => Ending::Fenced,
+                            () = metrics.stalled() => Ending::Stalled,
                         }
                     }
                 };
@@ -199,6 +202,7 @@ impl Replica {
                     Some(Ending::Fenced) if !shutdown.is_requested() => {
                         tracing::warn!(shard = %self.name, "the shard's Lease went unrenewed; stopped reconciling until it is renewed");
                     }
+                    Some(Ending::Stalled) if !shutdown.is_requested() => leader::stalled_again(),
                     _ => break,
                 }
             }
@@ -299,7 +303,7 @@ mod tests {
 
     use super::*;
     use crate::{
-        metrics::ReadyWhen,
+        metrics::{LISTING_STALLED, ReadyWhen},
         testing::{Seen, mock_api, not_found},
     };
 
@@ -465,16 +469,30 @@ mod tests {
         script: &[(Duration, Server)],
         stop_after: Duration,
     ) -> (Vec<(Duration, Duration)>, Vec<Seen>) {
+        terms_listing(script, stop_after, true).await
+    }
+
+    /// [`terms_over`], with a term whose one watch lists at once, or, unless `lists`, never
+    /// gets anything at all.
+    async fn terms_listing(
+        script: &[(Duration, Server)],
+        stop_after: Duration,
+        lists: bool,
+    ) -> (Vec<(Duration, Duration)>, Vec<Seen>) {
         let state = Arc::new(Mutex::new(Server::Up));
         let (client, server) = mock_api(lease_server(Arc::clone(&state)));
         let replica = replica(client);
-        let metrics = Metrics::new(ReadyWhen::WatchesListed(1));
+        let metrics = Arc::new(Metrics::new(ReadyWhen::WatchesListed(1)));
         let (shutdown, trigger) = Shutdown::manual();
         let start = Instant::now();
         let terms = Arc::new(Mutex::new(Vec::new()));
         let recorded = Arc::clone(&terms);
+        let watched = Arc::clone(&metrics);
         let run = replica.run(&metrics, &shutdown, move |term| {
             let recorded = Arc::clone(&recorded);
+            if lists {
+                watched.watch_synced();
+            }
             async move {
                 let began = start.elapsed();
                 term.ended().await;
@@ -512,6 +530,35 @@ mod tests {
         assert!(
             renewals >= 60 / LEASE_SECONDS as usize,
             "{renewals} renewals"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_term_whose_watches_get_nothing_while_they_list_is_started_again_and_one_listed_is_not()
+     {
+        let stop = LISTING_STALLED * 2 + Duration::from_secs(30);
+        let (listed, _) = terms_listing(&[], stop, true).await;
+        assert_eq!(listed.len(), 1, "{listed:?}");
+        let (stalled, _) = terms_listing(&[], stop, false).await;
+        let [(_, first_end), (second_began, second_end), (third_began, _)] = stalled.as_slice()
+        else {
+            panic!("three terms: {stalled:?}");
+        };
+        for (began, ended) in [(Duration::ZERO, *first_end), (*second_began, *second_end)] {
+            let lasted = ended - began;
+            assert!(
+                lasted >= LISTING_STALLED && lasted <= LISTING_STALLED + Duration::from_secs(2),
+                "a stalled term lasted {lasted:?}"
+            );
+        }
+        // Started again at once: the replica still holds its shard.
+        assert!(
+            *second_began - *first_end < Duration::from_secs(1),
+            "{stalled:?}"
+        );
+        assert!(
+            *third_began - *second_end < Duration::from_secs(1),
+            "{stalled:?}"
         );
     }
 
