@@ -21,7 +21,10 @@ use std::{
     fmt::Debug,
     future::Future,
     hash::{DefaultHasher, Hash, Hasher},
-    sync::{Arc, Mutex},
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicBool, Ordering},
+    },
     time::Duration,
 };
 
@@ -523,11 +526,13 @@ where
         let kind = K::kind(&());
         let _cached = metrics.count_cache(&kind, reader.clone());
         let config = self.primaries(lifecycle(&*ctx).shard());
+        let listed = Arc::new(AtomicBool::new(false));
         let primaries = lists::watch(watches.api::<K>(), config, watches.initial_list)
             .retried()
             .inspect(metrics.listing(&kind))
             .modify(forget_unread_fields)
             .reflect(writer)
+            .inspect(first_listed(&listed))
             .applied_objects();
         let primaries = match self.options.changes {
             [] => primaries.left_stream(),
@@ -541,14 +546,14 @@ where
         let error_policy = |obj: Arc<K>, error: &E, ctx: Arc<Ctx>| {
             lifecycle(&*ctx).retry_action(&ObjectRef::from_obj(obj.as_ref()), error)
         };
-        drive(
+        let driven = drive(
             controller,
             self.options.config(),
             ctx,
             reconcile,
             error_policy,
-        )
-        .await;
+        );
+        until_stopped(driven, leadership.ended(), &listed).await;
     }
 
     /// The election [`Runner::run`] runs this controller in: of the operator's name, watching
@@ -851,6 +856,44 @@ async fn drive<K, Ctx, E, Reconcile, Reconciled, Policy>(
         .for_each(|result| async move { log_outcome(result) })
         .await;
     tracing::info!("controller stopped");
+}
+
+/// Sets `listed` once the primaries' store holds their first list: for `.inspect(...)` after
+/// the store's reflector, so that it is set as the store becomes ready.
+fn first_listed<K>(
+    listed: &Arc<AtomicBool>,
+) -> impl FnMut(&Result<watcher::Event<K>, watcher::Error>) + use<K> {
+    let listed = Arc::clone(listed);
+    move |event| {
+        if matches!(event, Ok(watcher::Event::InitDone)) {
+            listed.store(true, Ordering::SeqCst);
+        }
+    }
+}
+
+/// Drives a term's controller until it stops. Once the term `ended`, a controller whose
+/// primaries were never `listed` is dropped rather than awaited: it has reconciled nothing
+/// (kube's controller runs no reconcile before its store is ready), and it would never stop,
+/// since its runner waits for that store, which its stopped watches no longer fill. A term cut
+/// short while it listed (its Lease unrenewed, its watches stalled) would otherwise hang the
+/// replica for good, renewing its Lease and reconciling none of the objects placed on it.
+async fn until_stopped(
+    driven: impl Future<Output = ()>,
+    ended: impl Future<Output = ()>,
+    listed: &AtomicBool,
+) {
+    let unlisted_at_end = async {
+        ended.await;
+        if listed.load(Ordering::SeqCst) {
+            std::future::pending::<()>().await;
+        }
+    };
+    tokio::select! {
+        () = driven => {}
+        () = unlisted_at_end => {
+            tracing::info!("the term ended before the primaries were first listed; stopped with nothing reconciled");
+        }
+    }
 }
 
 /// The lifecycle an operator's context holds.
@@ -1447,6 +1490,71 @@ mod tests {
         let lists =
             lists.filter(|seen| !seen.uri.query().unwrap_or_default().contains("watch=true"));
         assert_eq!(lists.count(), 1, "{seen:?}");
+    }
+
+    /// A controller over primaries whose watch never lists, stopped gracefully once
+    /// `ended` resolves, as a term's is; the primaries' stream, and whether they were listed.
+    fn never_listed(ended: oneshot::Receiver<()>) -> (impl Future<Output = ()>, Arc<AtomicBool>) {
+        let (reader, writer) = reflector::store::<ConfigMap>();
+        let listed = Arc::new(AtomicBool::new(false));
+        let events =
+            futures::stream::iter([Ok(watcher::Event::Init)]).chain(futures::stream::pending::<
+                Result<watcher::Event<ConfigMap>, _>,
+            >());
+        let primaries = events
+            .reflect(writer)
+            .inspect(first_listed(&listed))
+            .applied_objects();
+        let controller = Controller::for_stream(primaries, reader)
+            .trigger_backoff(backoff::triggers())
+            .graceful_shutdown_on(async {
+                ended.await.ok();
+            });
+        let reconcile = |_: Arc<ConfigMap>, _: Arc<()>| async {
+            Ok::<_, crate::error::Error>(Action::await_change())
+        };
+        let policy = |_: Arc<ConfigMap>, _: &crate::error::Error, _| Action::await_change();
+        let config = kube::runtime::Config::default();
+        (
+            drive(controller, config, Arc::new(()), reconcile, policy),
+            listed,
+        )
+    }
+
+    #[tokio::test]
+    async fn a_term_that_ends_before_its_primaries_are_listed_stops_at_once() {
+        let (end, ended) = oneshot::channel::<()>();
+        let (term_ended, term_end) = oneshot::channel::<()>();
+        let (driven, listed) = never_listed(ended);
+        let stopping = async {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            let _ = end.send(());
+            let _ = term_ended.send(());
+        };
+        let stopped = until_stopped(
+            driven,
+            async {
+                term_end.await.ok();
+            },
+            &listed,
+        );
+        let ((), stopped) = tokio::join!(
+            stopping,
+            tokio::time::timeout(Duration::from_secs(5), stopped)
+        );
+        stopped.expect("stopped without waiting for a store that never fills");
+        assert!(!listed.load(Ordering::SeqCst));
+    }
+
+    /// Why [`until_stopped`] drops such a controller: kube's own graceful stop waits for the
+    /// store. Should a kube release stop it, this fails, and the drop is no longer needed.
+    #[tokio::test]
+    async fn kubes_controller_stopped_before_its_store_is_ready_never_finishes() {
+        let (end, ended) = oneshot::channel::<()>();
+        let (driven, _) = never_listed(ended);
+        let _ = end.send(());
+        let waited = tokio::time::timeout(Duration::from_secs(2), driven).await;
+        assert!(waited.is_err(), "kube's controller stopped on its own");
     }
 
     #[tokio::test]
