@@ -160,6 +160,12 @@ fn scaffold_batch(root: &Path) -> Result<Vec<OperatorCrate>> {
             .plan
             .apply(&dir, WriteMode::Write { force: true })
             .with_context(|| format!("writing the fixture {fixture}"))?;
+        // The manifest beside what it generated, as in every crate: the checks read it.
+        let manifest = operator_gen_tests::fixture_request(&fixture)?
+            .manifest_path
+            .context("a fixture's manifest path")?;
+        std::fs::copy(&manifest, dir.join("operator.yaml"))
+            .with_context(|| format!("copying {}", manifest.display()))?;
         crates.extend(cluster::operator_crate(dir)?);
     }
     Ok(crates)
