@@ -1,5 +1,5 @@
 //! The e2e's checks as libtest trials (libtest-mimic), so that one runs by name
-//! (`cargo xtask e2e -- --exact 'example-operator::a deleted child is restored'`), a filter
+//! (`cargo xtask e2e --exact 'example-operator::a deleted child is restored'`), a filter
 //! runs a crate, and `--list` lists them.
 //!
 //! Trials run one at a time, in order, on one cluster. A crate's suite is made when its first
