@@ -338,21 +338,28 @@ mod tests {
         fs::write(container.join("0.log"), "one\n").expect("written");
         let collector = Collector::start(node.path(), "ns", "op", into.path().to_owned());
         collector.copy_now();
-        let mut log = fs::OpenOptions::new()
-            .append(true)
-            .open(container.join("0.log"))
-            .expect("open");
-        std::io::Write::write_all(&mut log, b"two\n").expect("appended");
+        append(&container.join("0.log"), b"two\n");
         collector.copy_now();
         fs::remove_dir_all(node.path().join("ns_op-a-1_uid")).expect("the pod is gone");
         collector.copy_now();
-        let files = collector.files();
-        assert_eq!(files.len(), 1, "{files:?}");
-        assert_eq!(files[0].0, "op-a-1");
         assert_eq!(
-            fs::read_to_string(&files[0].1).expect("the copy"),
-            "one\ntwo\n"
+            only_copy(&collector),
+            ("op-a-1".to_owned(), "one\ntwo\n".to_owned())
         );
+    }
+
+    fn append(log: &Path, bytes: &[u8]) {
+        let mut file = fs::OpenOptions::new().append(true).open(log).expect("open");
+        file.write_all(bytes).expect("appended");
+    }
+
+    /// The collector's one copy: its pod, and what it holds.
+    fn only_copy(collector: &Collector) -> (String, String) {
+        let files = collector.files();
+        let [(pod, copy)] = files.as_slice() else {
+            panic!("one copy: {files:?}");
+        };
+        (pod.clone(), fs::read_to_string(copy).expect("the copy"))
     }
 
     #[test]
@@ -365,21 +372,12 @@ mod tests {
         fs::write(&log, "one\n").expect("written");
         let collector = Collector::start(node.path(), "ns", "op", into.path().to_owned());
         collector.copy_now();
-        let mut file = fs::OpenOptions::new()
-            .append(true)
-            .open(&log)
-            .expect("open");
-        std::io::Write::write_all(&mut file, b"two\n").expect("appended");
+        append(&log, b"two\n");
         // As the kubelet rotates: a rename, then a new file the runtime writes on.
         fs::rename(&log, container.join("0.log.20261202-041946")).expect("renamed");
         fs::write(&log, "3\n").expect("a new log");
         collector.copy_now();
-        let files = collector.files();
-        assert_eq!(files.len(), 1, "{files:?}");
-        assert_eq!(
-            fs::read_to_string(&files[0].1).expect("the copy"),
-            "one\ntwo\n3\n"
-        );
+        assert_eq!(only_copy(&collector).1, "one\ntwo\n3\n");
     }
 
     #[test]
@@ -413,11 +411,7 @@ mod tests {
         let log = dir.path().join("a.log");
         fs::write(&log, "failed once\n").expect("written");
         let marks = Marks::take(std::slice::from_ref(&log));
-        let mut file = fs::OpenOptions::new()
-            .append(true)
-            .open(&log)
-            .expect("open");
-        std::io::Write::write_all(&mut file, b"fine\nfailed again\n").expect("appended");
+        append(&log, b"fine\nfailed again\n");
         let logs = [("a".to_owned(), log)];
         assert_eq!(marks.lines_since(&logs, &["failed"]), ["a: failed again"]);
         assert_eq!(Marks::default().lines_since(&logs, &["failed"]).len(), 2);
