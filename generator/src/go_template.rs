@@ -10,6 +10,8 @@
 
 use tera::Value;
 
+use crate::text::GoTemplate;
+
 /// The action that prints `{{`: what a literal `{{` becomes.
 const OPEN: &str = r#"{{ "{{" }}"#;
 
@@ -46,6 +48,54 @@ pub fn string(text: &str) -> String {
     }
     quoted.push('"');
     quoted
+}
+
+/// Text that names the operator's namespace inside it, such as a Service's DNS name or its
+/// ServiceAccount's user name: what comes before the namespace and what comes after. `deploy/`
+/// prints it with the namespace the generator chose; a chart with its release's, so that the
+/// chart installs into any namespace (`helm install --namespace`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AroundNamespace {
+    before: String,
+    after: String,
+}
+
+impl AroundNamespace {
+    /// Text that is the namespace and nothing else.
+    pub fn alone() -> Self {
+        Self::new("", "")
+    }
+
+    pub fn new(before: impl Into<String>, after: impl Into<String>) -> Self {
+        Self {
+            before: before.into(),
+            after: after.into(),
+        }
+    }
+
+    /// The text with `namespace` in its place.
+    pub fn with(&self, namespace: &str) -> String {
+        format!("{}{namespace}{}", self.before, self.after)
+    }
+
+    /// The action that prints the text with the release's namespace in its place, as one
+    /// quoted YAML scalar. The text around it reaches the action only as Go string literals.
+    pub fn in_release(&self) -> GoTemplate {
+        let mut operands = Vec::new();
+        if !self.before.is_empty() {
+            operands.push(string(&self.before));
+        }
+        operands.push(".Release.Namespace".to_owned());
+        if !self.after.is_empty() {
+            operands.push(string(&self.after));
+        }
+        let printed = match operands.len() {
+            1 => ".Release.Namespace".to_owned(),
+            // Go's `print` adds no space between operands of which one is a string.
+            _ => format!("print {}", operands.join(" ")),
+        };
+        GoTemplate::composed(format!("{{{{ {printed} | quote }}}}"))
+    }
 }
 
 /// A template context with every printable (safe) string made a [`literal`]. Strings that are
@@ -106,6 +156,25 @@ mod tests {
         assert_eq!(string("plain"), r#""plain""#);
         assert_eq!(string(r#"a"b\c"#), r#""a\"b\\c""#);
         assert_eq!(string("a\nb\u{1b}"), r#""a\nb\u001b""#);
+    }
+
+    #[test]
+    fn text_around_the_namespace_prints_the_generators_or_the_releases() {
+        let dns = AroundNamespace::new("op.", ".svc");
+        assert_eq!(dns.with("ns"), "op.ns.svc");
+        assert_eq!(
+            dns.in_release().as_str(),
+            r#"{{ print "op." .Release.Namespace ".svc" | quote }}"#
+        );
+        assert_eq!(
+            AroundNamespace::alone().in_release().as_str(),
+            "{{ .Release.Namespace | quote }}"
+        );
+        let hostile = AroundNamespace::new("\"}} {{ evil }}", "");
+        assert_eq!(
+            hostile.in_release().as_str(),
+            r#"{{ print "\"}} {{ evil }}" .Release.Namespace | quote }}"#
+        );
     }
 
     #[test]

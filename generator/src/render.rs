@@ -285,32 +285,71 @@ pub fn render(operator: &Operator) -> Result<Plan> {
 }
 
 /// The context of a chart's templates: the model with every printable value a Go template
-/// literal, so that no text of it can be an action when Helm renders the chart, and then the
-/// chart's [`HelmHooks`](crate::model::chart::HelmHooks), the generator's own actions.
+/// literal, so that no text of it can be an action when Helm renders the chart; then the
+/// chart's [`HelmHooks`](crate::model::chart::HelmHooks), the generator's own actions; and in
+/// place of every value that names the operator's namespace, the action that names the
+/// release's ([`InRelease`](crate::model::chart::InRelease)).
 fn helm_context(operator: &Operator) -> Result<Context> {
+    use crate::model::chart::{HelmHooks, InRelease};
     let model =
         tera::Value::try_from_serializable(operator).map_err(|e| template_error("model", &e))?;
     let literal = crate::go_template::literal_context(&model);
-    let hooks = crate::model::chart::HelmHooks::new(
-        operator.krate.name.raw(),
-        operator.deploy.namespace.raw(),
-    );
+    let in_release = InRelease::new(operator.krate.name.raw());
     let mut context = Context::new();
     for (key, value) in literal.into_map().into_iter().flatten() {
         let Some(name) = key.as_str().map(str::to_owned) else {
             continue;
         };
-        let value = match (name.as_str(), value.as_map()) {
-            ("chart", Some(chart)) => {
-                let mut chart = chart.clone();
-                chart.insert("helm".into(), tera::Value::from_serializable(&hooks));
-                tera::Value::from(chart)
-            }
+        let value = match name.as_str() {
+            "chart" => with(
+                value,
+                [("helm", tera::Value::from_serializable(&HelmHooks::new()))],
+            ),
+            "deploy" => with(
+                value,
+                [(
+                    "namespace",
+                    tera::Value::from_serializable(&in_release.namespace),
+                )],
+            ),
+            "webhooks" => with(
+                value,
+                [
+                    (
+                        "dns_names",
+                        tera::Value::from_serializable(&in_release.dns_names),
+                    ),
+                    (
+                        "inject_ca_from",
+                        tera::Value::from_serializable(&in_release.inject_ca_from),
+                    ),
+                    (
+                        "match_condition",
+                        tera::Value::from_serializable(&in_release.match_condition),
+                    ),
+                ],
+            ),
             _ => value,
         };
         context.insert_value(name, value);
     }
     Ok(context)
+}
+
+/// `value`, when it is a map, with `entries` set in it; otherwise (an operator without
+/// webhooks has none) as it is.
+fn with<const N: usize>(
+    value: tera::Value,
+    entries: [(&'static str, tera::Value); N],
+) -> tera::Value {
+    let Some(map) = value.as_map() else {
+        return value;
+    };
+    let mut map = map.clone();
+    for (key, entry) in entries {
+        map.insert(key.into(), entry);
+    }
+    tera::Value::from(map)
 }
 
 /// A plan of no files that may have written any template's output: what a recovery of a
@@ -835,7 +874,7 @@ mod tests {
         };
         let declared = value_paths(all);
         let value = regex::Regex::new(r"\.Values\.([A-Za-z][\w.]*\w)").expect("a valid pattern");
-        let hooks = serde_json::to_string(&HelmHooks::new("op", "ns")).expect("serializes");
+        let hooks = serde_json::to_string(&HelmHooks::new()).expect("serializes");
         let sources = operator_gen_templates::FILES
             .iter()
             .filter(|(name, _)| name.starts_with("deploy/"))

@@ -11,6 +11,9 @@
 //! - every monitoring value on against `deploy/base/` and `deploy/monitoring/`;
 //! - cert-manager's certificates against `deploy/cert-manager/`, for a crate with webhooks.
 //!
+//! Then the chart rendered into another namespace than its crate's, against its own objects
+//! moved there: nothing of it may name the crate's namespace.
+//!
 //! The only differences allowed are Helm's: the Namespace object, which `helm install
 //! --create-namespace` creates rather than the chart, and the annotation that keeps the CRD on
 //! `helm uninstall` (set aside on both sides: a CRD that a Helm chart publishes may carry it).
@@ -259,6 +262,7 @@ fn check(tools: &Tools, operator: &OperatorCrate) -> Result<usize> {
     }
     every_value_reaches_the_deployment(tools, operator)?;
     bad_values_are_refused(tools, operator)?;
+    follows_the_release_namespace(tools, operator)?;
     Ok(modes.len())
 }
 
@@ -419,6 +423,91 @@ struct Mode {
     without: &'static [&'static str],
 }
 
+/// A namespace no generated crate runs in, which a chart is installed into by the checks.
+const ELSEWHERE: &str = "operator-gen-elsewhere";
+
+/// Installed into another namespace than its crate's, with everything namespaced rendered
+/// (monitoring on, cert-manager's certificate), the chart's objects are the same ones moved:
+/// every name of the crate's namespace, in metadata, RBAC subjects, the webhooks' Service,
+/// exclusion and bookkeeping condition, and the certificate's DNS names, is the release's.
+fn follows_the_release_namespace(tools: &Tools, operator: &OperatorCrate) -> Result<()> {
+    let mut values: Vec<String> = ["serviceMonitor", "prometheusRule", "dashboard"]
+        .map(|toggle| format!("monitoring.{toggle}=true"))
+        .to_vec();
+    if operator.dir.join("deploy/cert-manager").is_dir() {
+        values.push("webhooks.certificates=cert-manager".to_owned());
+    }
+    let own = operator.namespace.as_str();
+    let moved: BTreeMap<ObjectKey, Value> = helm_objects(tools, operator, &values)?
+        .into_iter()
+        .map(|(key, object)| match key.kind.as_str() {
+            // A CRD is cluster-wide, and its schema's text is not a namespace.
+            "CustomResourceDefinition" => (key, object),
+            _ => (
+                ObjectKey {
+                    namespace: match key.namespace == own {
+                        true => ELSEWHERE.to_owned(),
+                        false => key.namespace,
+                    },
+                    ..key
+                },
+                moved(object, own, ELSEWHERE),
+            ),
+        })
+        .collect();
+    let elsewhere = helm_objects_in(tools, operator, ELSEWHERE, &values)?;
+    let differences = differences(&moved, &elsewhere);
+    if !differences.is_empty() {
+        bail!(
+            "installed in namespace {ELSEWHERE}, the chart's objects are not its objects in \
+             {own} moved there:\n  {}",
+            differences.join("\n  ")
+        );
+    }
+    Ok(())
+}
+
+/// `object` with every string that names namespace `from` naming `to` instead.
+fn moved(object: Value, from: &str, to: &str) -> Value {
+    moved_at(object, from, to, false)
+}
+
+/// `value` moved; `whole` when it is where a namespace is named by itself: a `namespace`
+/// field, or a `namespaceSelector`. Elsewhere a text that is the namespace's name may be
+/// another name (an operator in a namespace of its own shares its name).
+fn moved_at(value: Value, from: &str, to: &str, whole: bool) -> Value {
+    match value {
+        Value::String(text) if whole && text == from => Value::String(to.to_owned()),
+        Value::String(text) => Value::String(in_namespace(&text, from, to)),
+        Value::Array(items) => items
+            .into_iter()
+            .map(|item| moved_at(item, from, to, whole))
+            .collect(),
+        Value::Object(fields) => fields
+            .into_iter()
+            .map(|(key, value)| {
+                let whole = whole || key == "namespace" || key == "namespaceSelector";
+                let value = moved_at(value, from, to, whole);
+                (key, value)
+            })
+            .collect(),
+        other => other,
+    }
+}
+
+/// `text` with namespace `from` replaced by `to` where it names it inside a text: a Service's
+/// DNS name (`<service>.<from>.svc`), `<from>/<name>`, or a ServiceAccount's user
+/// (`system:serviceaccount:<from>:<name>`). Other words that happen to spell it stay.
+fn in_namespace(text: &str, from: &str, to: &str) -> String {
+    let text = text
+        .replace(&format!(".{from}.svc"), &format!(".{to}.svc"))
+        .replace(&format!(":{from}:"), &format!(":{to}:"));
+    match text.strip_prefix(&format!("{from}/")) {
+        Some(rest) => format!("{to}/{rest}"),
+        None => text,
+    }
+}
+
 /// The release name the checks render with: a chart's objects do not depend on it (a crate's
 /// own name may be longer than helm allows a release's).
 const RELEASE: &str = "release";
@@ -429,12 +518,22 @@ fn helm_objects(
     operator: &OperatorCrate,
     values: &[String],
 ) -> Result<BTreeMap<ObjectKey, Value>> {
+    helm_objects_in(tools, operator, &operator.namespace, values)
+}
+
+/// The objects `helm template` renders with `values` set, into `namespace`.
+fn helm_objects_in(
+    tools: &Tools,
+    operator: &OperatorCrate,
+    namespace: &str,
+    values: &[String],
+) -> Result<BTreeMap<ObjectKey, Value>> {
     let mut template = Command::new(&tools.helm);
     template
         .arg("template")
         .arg(RELEASE)
         .arg(operator.dir.join("deploy/chart"))
-        .args(["--namespace", &operator.namespace]);
+        .args(["--namespace", namespace]);
     for value in values {
         template.args(["--set", value]);
     }
@@ -588,6 +687,42 @@ mod tests {
             namespace: "ns".to_owned(),
             name: name.to_owned(),
         }
+    }
+
+    #[test]
+    fn only_texts_that_name_the_namespace_move_with_it() {
+        let cases = [
+            (
+                "op.default.svc.cluster.local",
+                "op.elsewhere.svc.cluster.local",
+            ),
+            ("default/op-webhook", "elsewhere/op-webhook"),
+            (
+                "x == 'system:serviceaccount:default:op'",
+                "x == 'system:serviceaccount:elsewhere:op'",
+            ),
+            ("default", "default"),
+            ("the default interval", "the default interval"),
+            ("a/default/b", "a/default/b"),
+        ];
+        for (text, wanted) in cases {
+            assert_eq!(in_namespace(text, "default", "elsewhere"), wanted, "{text}");
+        }
+        let object = json!({
+            "metadata": {"name": "op", "namespace": "op"},
+            "subjects": [{"name": "op", "namespace": "op"}],
+            "namespaceSelector": {"matchExpressions": [{"key": "k", "values": ["op"]}]},
+            "n": 3,
+        });
+        assert_eq!(
+            moved(object, "op", "elsewhere"),
+            json!({
+                "metadata": {"name": "op", "namespace": "elsewhere"},
+                "subjects": [{"name": "op", "namespace": "elsewhere"}],
+                "namespaceSelector": {"matchExpressions": [{"key": "k", "values": ["elsewhere"]}]},
+                "n": 3,
+            })
+        );
     }
 
     #[test]

@@ -3,9 +3,10 @@
 //! run.
 //!
 //! The chart goes in as a user installs it, with its defaults, into the namespace its README
-//! names (made first with the restricted Pod Security profile, as the e2e enforces on every
-//! operator's namespace), and its pods run the image its values name: only the chart's RBAC
-//! is what they may do. Its checks pass under that; `helm upgrade` changes the replicas, which
+//! names, or for example-operator into one its generator never chose ([`ELSEWHERE`]), made
+//! first with the restricted Pod Security profile, as the e2e enforces on every operator's
+//! namespace. Its pods run the image its values name: only the chart's RBAC is what they may
+//! do. Its checks pass under that; `helm upgrade` changes the replicas, which
 //! reach the Deployment and its pods; `helm uninstall` removes every object of the release but
 //! the CRD, which is kept with its objects.
 
@@ -17,9 +18,13 @@ use serde_json::{Value, json};
 use super::Suite;
 
 /// The crates installed with their charts: one with admission webhooks and a CRD it was given,
-/// and the sharded generic one; both run in a namespace of their own, which the chart's guard
-/// requires.
+/// and the sharded generic one.
 pub(crate) const HELM_CRATES: &[&str] = &["example-operator", "workloads-generic-controller"];
+
+/// The crate whose chart is installed into another namespace than the one its manifest gives,
+/// as `helm install --namespace` lets a user: its RBAC, webhooks' Service and certificate,
+/// Lease and shards all follow the release. The other stays where its README says.
+const ELSEWHERE: &str = "example-operator";
 
 /// The check of an install with the chart.
 pub(crate) const CHECK: super::Check = super::check(
@@ -35,6 +40,22 @@ const UPGRADED_REPLICAS: u64 = 4;
 
 impl Suite {
     pub(super) fn helm_lifecycle(&mut self) -> Result<()> {
+        let own = self.operator_namespace.clone();
+        if self.name == ELSEWHERE {
+            self.set_operator_namespace(format!("{}-elsewhere", self.name));
+        }
+        let lifecycle = self.helm_install_to_uninstall();
+        self.set_operator_namespace(own);
+        lifecycle
+    }
+
+    /// The namespace the operator runs in from here on, for the suite and its pod watcher.
+    fn set_operator_namespace(&mut self, namespace: String) {
+        self.workload.namespace.clone_from(&namespace);
+        self.operator_namespace = namespace;
+    }
+
+    fn helm_install_to_uninstall(&mut self) -> Result<()> {
         let installed = self.helm_install();
         let checked = installed.and_then(|()| self.helm_checks());
         let upgraded = checked.and_then(|()| self.helm_upgrade());
@@ -79,7 +100,10 @@ impl Suite {
             self.wait_established()?;
         }
         let ready = self.workload.wait_ready(super::READY)?;
-        println!("\n{}: {ready}/{ready} pods Ready from the chart", self.name);
+        println!(
+            "\n{}: {ready}/{ready} pods Ready from the chart, in namespace {}",
+            self.name, self.operator_namespace
+        );
         self.start_collecting();
         self.after_install()
     }

@@ -437,8 +437,8 @@ fn row(setting: &Setting) -> ValueRow {
 }
 
 /// The Helm actions the templates shared with the kustomize base print when they render into
-/// the chart: conditions on values, and the guard on the release's namespace. The generator's
-/// own text; the namespace reaches it only as a Go string literal.
+/// the chart: conditions on values, and what names the operator's namespace, which is the
+/// release's. The generator's own text; the model's reaches it only as Go string literals.
 #[derive(Debug, Clone, Serialize)]
 pub struct HelmHooks {
     pub if_cert_manager: GoTemplate,
@@ -448,24 +448,16 @@ pub struct HelmHooks {
     /// Whether `webhooks.url` is set, and its value, for the configurations' `clientConfig`.
     pub if_webhooks_url: GoTemplate,
     pub webhooks_url: GoTemplate,
-    /// Fails the render of a release in another namespace than the operator's.
-    pub namespace_guard: GoTemplate,
 }
 
 impl HelmHooks {
-    /// The hooks of an operator that runs in `namespace` and is called `crate_name`.
-    pub fn new(crate_name: &str, namespace: &str) -> Self {
+    pub fn new() -> Self {
         let certificates = |mode: &str| {
             GoTemplate::composed(format!(
                 "{{{{- if eq .Values.webhooks.certificates {} }}}}",
                 go_template::string(mode)
             ))
         };
-        let message = format!(
-            "{crate_name} runs in namespace {namespace}, which its RBAC and Service name (and \
-             its webhooks' certificate, when it has webhooks): install it with --namespace \
-             {namespace}, as deploy/chart/README.md says"
-        );
         Self {
             if_cert_manager: certificates(CERT_MANAGER),
             if_self_managed: certificates(SELF_MANAGED),
@@ -473,11 +465,50 @@ impl HelmHooks {
             end: GoTemplate::composed("{{- end }}".to_owned()),
             if_webhooks_url: GoTemplate::composed("{{- if .Values.webhooks.url }}".to_owned()),
             webhooks_url: GoTemplate::composed("{{ .Values.webhooks.url }}".to_owned()),
-            namespace_guard: GoTemplate::composed(format!(
-                "{{{{- if ne .Release.Namespace {} }}}}\n{{{{- fail {} }}}}\n{{{{- end }}}}",
-                go_template::string(namespace),
-                go_template::string(&message)
-            )),
+        }
+    }
+}
+
+impl Default for HelmHooks {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// What names the operator's namespace in the model, as a chart prints it: with the release's
+/// namespace, so that `helm install --namespace` puts the operator anywhere and its RBAC,
+/// Service, webhooks and certificate follow. Each replaces the model's value of the same
+/// name, in its `yaml` form, which is the only one the chart's templates print.
+#[derive(Debug, Clone, Serialize)]
+pub struct InRelease {
+    /// For `deploy.namespace`.
+    pub namespace: InReleaseText,
+    /// For `webhooks.dns_names`, `webhooks.inject_ca_from` and `webhooks.match_condition`.
+    pub dns_names: Vec<InReleaseText>,
+    pub inject_ca_from: InReleaseText,
+    pub match_condition: InReleaseText,
+}
+
+/// One value of [`InRelease`], printed as the model's [`Text`] is in YAML.
+#[derive(Debug, Clone, Serialize)]
+pub struct InReleaseText {
+    pub yaml: GoTemplate,
+}
+
+impl InRelease {
+    /// The release's names of the operator called `crate_name`.
+    pub fn new(crate_name: &str) -> Self {
+        let text = |around: &go_template::AroundNamespace| InReleaseText {
+            yaml: around.in_release(),
+        };
+        Self {
+            namespace: text(&go_template::AroundNamespace::alone()),
+            dns_names: super::webhooks::dns_names(crate_name)
+                .iter()
+                .map(text)
+                .collect(),
+            inject_ca_from: text(&super::webhooks::inject_ca_from(crate_name)),
+            match_condition: text(&super::webhooks::not_own_bookkeeping(crate_name)),
         }
     }
 }
@@ -614,15 +645,33 @@ mod tests {
     }
 
     #[test]
-    fn the_namespace_guard_names_the_namespace_only_as_a_go_string() {
-        let hooks = HelmHooks::new("op", "a\"}}{{ evil }}");
-        let guard = hooks.namespace_guard.as_str();
-        assert!(
-            guard.contains(r#"ne .Release.Namespace "a\"}}{{ evil }}""#),
-            "{guard}"
+    fn in_the_chart_the_operators_namespace_is_the_releases() {
+        let names = InRelease::new("op");
+        assert_eq!(
+            names.namespace.yaml.as_str(),
+            "{{ .Release.Namespace | quote }}"
+        );
+        let dns: Vec<&str> = names.dns_names.iter().map(|n| n.yaml.as_str()).collect();
+        assert_eq!(
+            dns,
+            [
+                r#"{{ print "op." .Release.Namespace ".svc" | quote }}"#,
+                r#"{{ print "op." .Release.Namespace ".svc.cluster.local" | quote }}"#,
+            ]
         );
         assert_eq!(
-            hooks.if_cert_manager.as_str(),
+            names.inject_ca_from.yaml.as_str(),
+            r#"{{ print .Release.Namespace "/op-webhook" | quote }}"#
+        );
+        let condition = names.match_condition.yaml.as_str();
+        assert!(
+            condition.starts_with(
+                r#"{{ print "!(request.userInfo.username == 'system:serviceaccount:" .Release.Namespace ":op' && "#
+            ),
+            "{condition}"
+        );
+        assert_eq!(
+            HelmHooks::new().if_cert_manager.as_str(),
             r#"{{- if eq .Values.webhooks.certificates "cert-manager" }}"#
         );
     }

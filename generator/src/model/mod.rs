@@ -621,11 +621,10 @@ fn deploy(
         _ => None,
     };
     let name = crate_name.raw();
-    let monitoring =
-        monitoring::monitoring(name, namespace.raw(), webhooks).map_err(|e| Error::Template {
-            template: "deploy/monitoring/dashboard.yaml".to_owned(),
-            reason: e.to_string(),
-        })?;
+    let monitoring = monitoring::monitoring(name, webhooks).map_err(|e| Error::Template {
+        template: "deploy/monitoring/dashboard.yaml".to_owned(),
+        reason: e.to_string(),
+    })?;
     Ok(Deploy {
         namespace,
         own_namespace,

@@ -25,8 +25,11 @@ pub struct Monitoring {
     pub port: Constant,
     pub path: Constant,
     pub alerts: Vec<Alert>,
-    /// The dashboard's ConfigMap, whole, in the Grafana sidecar's convention.
+    /// The dashboard's ConfigMap in the Grafana sidecar's convention, all but its metadata,
+    /// which the template writes: its namespace is the release's in a chart.
     pub dashboard: YamlDocument,
+    /// The ConfigMap's name.
+    pub dashboard_name: Text,
 }
 
 /// One alerting rule of the operator's PrometheusRule.
@@ -52,10 +55,9 @@ fn promql_string(value: &str) -> String {
     serde_json::to_string(value).unwrap_or_else(|_| "\"\"".to_owned())
 }
 
-/// The monitoring of the operator `crate_name`, deployed in `namespace`.
+/// The monitoring of the operator `crate_name`.
 pub(super) fn monitoring(
     crate_name: &str,
-    namespace: &str,
     webhooks: bool,
 ) -> Result<Monitoring, serde_saphyr::ser::Error> {
     let job = format!("job={}", promql_string(crate_name));
@@ -64,7 +66,8 @@ pub(super) fn monitoring(
         port: Constant(METRICS_PORT),
         path: Constant(METRICS_PATH),
         alerts: alerts(&job, webhooks),
-        dashboard: YamlDocument::new(&dashboard(crate_name, namespace, &job, webhooks))?,
+        dashboard: YamlDocument::new(&dashboard(crate_name, &job, webhooks))?,
+        dashboard_name: Text::new(format!("{crate_name}-dashboard")),
     })
 }
 
@@ -264,9 +267,9 @@ fn series_in(query: &str) -> Vec<String> {
         .collect()
 }
 
-/// The dashboard ConfigMap: the JSON model under `<crate>.json`, labelled for Grafana's
-/// dashboard sidecar, with a Prometheus data source to pick.
-fn dashboard(crate_name: &str, namespace: &str, job: &str, webhooks: bool) -> Value {
+/// The dashboard ConfigMap but its metadata: the JSON model under `<crate>.json`, with a
+/// Prometheus data source to pick. The template labels it for Grafana's dashboard sidecar.
+fn dashboard(crate_name: &str, job: &str, webhooks: bool) -> Value {
     let source = json!({"type": "prometheus", "uid": "${datasource}"});
     let panels: Vec<Value> = panels(job, webhooks)
         .into_iter()
@@ -311,11 +314,6 @@ fn dashboard(crate_name: &str, namespace: &str, job: &str, webhooks: bool) -> Va
     json!({
         "apiVersion": "v1",
         "kind": "ConfigMap",
-        "metadata": {
-            "name": format!("{crate_name}-dashboard"),
-            "namespace": namespace,
-            "labels": {"grafana_dashboard": "1", "app.kubernetes.io/name": crate_name},
-        },
         "data": {format!("{crate_name}.json"): text},
     })
 }
@@ -351,7 +349,7 @@ mod tests {
 
     #[test]
     fn every_query_selects_the_operator_by_its_job() {
-        let monitoring = monitoring("widget-controller", "default", true).expect("serializes");
+        let monitoring = monitoring("widget-controller", true).expect("serializes");
         assert!(!monitoring.alerts.is_empty());
         for alert in &monitoring.alerts {
             assert!(
@@ -361,7 +359,6 @@ mod tests {
             );
         }
         let text = monitoring.dashboard.as_str();
-        assert!(text.contains("grafana_dashboard"), "{text}");
         assert!(text.contains("widget-controller.json"), "{text}");
         for panel in panels("job=\"widget-controller\"", true) {
             for (expr, _) in panel.queries {
@@ -372,8 +369,8 @@ mod tests {
 
     #[test]
     fn webhook_alerts_and_panels_come_only_with_webhooks() {
-        let with = monitoring("w", "default", true).expect("serializes");
-        let without = monitoring("w", "default", false).expect("serializes");
+        let with = monitoring("w", true).expect("serializes");
+        let without = monitoring("w", false).expect("serializes");
         let named = |m: &Monitoring| {
             m.alerts
                 .iter()

@@ -11,6 +11,7 @@ use serde::Serialize;
 use super::{Archetype, LocalWebhooks, Primary, Related};
 use crate::{
     error::Result,
+    go_template::AroundNamespace,
     manifest, naming,
     text::{Constant, Ident, Text},
 };
@@ -242,15 +243,15 @@ pub(super) fn resolve(
         secret: Text::new(format!("{crate_name}-webhook-tls")),
         cert_manager_secret: Text::new(format!("{crate_name}-webhook-certificate")),
         role: Text::new(format!("{crate_name}-webhook")),
-        certificate: Text::new(format!("{crate_name}-webhook")),
-        dns_names: vec![
-            Text::new(format!("{crate_name}.{namespace}.svc")),
-            Text::new(format!("{crate_name}.{namespace}.svc.cluster.local")),
-        ],
-        inject_ca_from: Text::new(format!("{namespace}/{crate_name}-webhook")),
+        certificate: Text::new(certificate(crate_name)),
+        dns_names: dns_names(crate_name)
+            .iter()
+            .map(|name| Text::new(name.with(namespace)))
+            .collect(),
+        inject_ca_from: Text::new(inject_ca_from(crate_name).with(namespace)),
         issuer: Text::new(format!("{crate_name}-selfsigned")),
         rules,
-        match_condition: not_own_bookkeeping(namespace, crate_name),
+        match_condition: Text::new(not_own_bookkeeping(crate_name).with(namespace)),
         fails_open,
         exempt_label: needs_own_namespace(manifest, archetype).then(|| exempt_label(crate_name)),
         local,
@@ -278,34 +279,58 @@ pub(super) fn fails_open(archetype: Archetype, rules: &[Rule]) -> bool {
 /// webhooks are unreachable no object could. The condition names the ServiceAccount, an
 /// identity the API server authenticated, not a field manager, which any client may claim;
 /// and it skips no change of the object's body, whoever makes it.
-fn not_own_bookkeeping(namespace: &str, service_account: &str) -> Text {
-    let user = cel_string(&format!(
-        "system:serviceaccount:{namespace}:{service_account}"
-    ));
-    Text::new(format!(
-        "!(request.userInfo.username == {user} && request.operation == 'UPDATE' \
+pub(crate) fn not_own_bookkeeping(service_account: &str) -> AroundNamespace {
+    // The user name is one CEL string; the namespace, a DNS label, needs no escape in it.
+    let before = format!(
+        "!(request.userInfo.username == '{}",
+        cel_escaped("system:serviceaccount:")
+    );
+    let after = format!(
+        "{}' && request.operation == 'UPDATE' \
          && object.all(k, k == 'metadata' || (k in oldObject && object[k] == oldObject[k])) \
-         && oldObject.all(k, k in object))"
-    ))
+         && oldObject.all(k, k in object))",
+        cel_escaped(&format!(":{service_account}"))
+    );
+    AroundNamespace::new(before, after)
+}
+
+/// The cert-manager Certificate of `deploy/cert-manager/`, and of the chart.
+fn certificate(crate_name: &str) -> String {
+    format!("{crate_name}-webhook")
+}
+
+/// The webhooks' Service's DNS names, which their certificate is issued for.
+pub(crate) fn dns_names(crate_name: &str) -> [AroundNamespace; 2] {
+    [".svc", ".svc.cluster.local"]
+        .map(|suffix| AroundNamespace::new(format!("{crate_name}."), suffix))
+}
+
+/// `<namespace>/<certificate>`, which cert-manager's CA injector reads.
+pub(crate) fn inject_ca_from(crate_name: &str) -> AroundNamespace {
+    AroundNamespace::new("", format!("/{}", certificate(crate_name)))
 }
 
 /// `text` as a CEL string literal.
+#[cfg(test)]
 fn cel_string(text: &str) -> String {
-    let mut literal = String::with_capacity(text.len() + 2);
-    literal.push('\'');
+    format!("'{}'", cel_escaped(text))
+}
+
+/// `text` escaped for the inside of a CEL string literal.
+fn cel_escaped(text: &str) -> String {
+    let mut escaped = String::with_capacity(text.len());
     for c in text.chars() {
         match c {
             '\\' | '\'' => {
-                literal.push('\\');
-                literal.push(c);
+                escaped.push('\\');
+                escaped.push(c);
             }
-            '\n' => literal.push_str("\\n"),
-            '\r' => literal.push_str("\\r"),
-            c => literal.push(c),
+            '\n' => escaped.push_str("\\n"),
+            '\r' => escaped.push_str("\\r"),
+            c => escaped.push(c),
         }
     }
-    literal.push('\'');
-    literal
+    escaped
 }
 
 /// What the admission webhooks match: a generic operator's kinds, each on its own rule, or
@@ -521,37 +546,37 @@ mod tests {
 
     #[test]
     fn only_the_operators_own_metadata_updates_skip_its_webhooks() {
-        let condition = not_own_bookkeeping("ops", "widget-operator");
+        let condition = not_own_bookkeeping("widget-operator").with("ops");
         let own = "system:serviceaccount:ops:widget-operator";
         let old = json!({"metadata": {"name": "w", "labels": {"a": "b"}}, "spec": {"size": 1}});
         let labelled = json!({"metadata": {"name": "w", "labels": {"a": "b", "shard": "s-1"}, "finalizers": ["f"]}, "spec": {"size": 1}});
         let resized = json!({"metadata": {"name": "w", "labels": {"a": "b"}}, "spec": {"size": 2}});
         let grown = json!({"metadata": {"name": "w", "labels": {"a": "b"}}, "spec": {"size": 1}, "data": {}});
         assert!(!sent(
-            condition.raw(),
+            &condition,
             &update(own, labelled.clone(), old.clone())
         ));
         assert!(
-            sent(condition.raw(), &update(own, resized, old.clone())),
+            sent(&condition, &update(own, resized, old.clone())),
             "a body change by the operator"
         );
         assert!(
-            sent(condition.raw(), &update(own, grown, old.clone())),
+            sent(&condition, &update(own, grown, old.clone())),
             "a field added"
         );
         let emptied = json!({"metadata": {"name": "w", "labels": {"a": "b"}}});
         assert!(
-            sent(condition.raw(), &update(own, emptied, old.clone())),
+            sent(&condition, &update(own, emptied, old.clone())),
             "a field removed"
         );
         let other = "system:serviceaccount:ops:someone-else";
         assert!(sent(
-            condition.raw(),
+            &condition,
             &update(other, labelled.clone(), old.clone())
         ));
         let same_name_elsewhere = "system:serviceaccount:elsewhere:widget-operator";
         assert!(sent(
-            condition.raw(),
+            &condition,
             &update(same_name_elsewhere, labelled.clone(), old.clone())
         ));
         let create = json!({
@@ -559,7 +584,7 @@ mod tests {
             "object": labelled,
             "oldObject": null,
         });
-        assert!(sent(condition.raw(), &create));
+        assert!(sent(&condition, &create));
     }
 
     #[test]
