@@ -1,5 +1,6 @@
 //! The `operator-gen` command line: `gen` regenerates an operator crate from its CRD and
-//! `operator.yaml`, `new` starts one, `image` builds its container image from its binary.
+//! `operator.yaml`, `new` starts one, `image` builds its container image from its binary, and
+//! `kubeconfig` lets a run outside the cluster act as its ServiceAccount ([`kubeconfig`]).
 //!
 //! Each subcommand's arguments are defined once, in [`generate::GenArgs`] and [`scaffold::NewArgs`],
 //! and run by [`generate::run`] and [`scaffold::run`]. The installed binary (`src/main.rs`) and the
@@ -12,6 +13,7 @@
 
 pub mod generate;
 pub mod image;
+pub mod kubeconfig;
 pub mod lockfile;
 pub mod scaffold;
 
@@ -30,6 +32,10 @@ pub enum Command {
     /// tarball that `kind load image-archive`, `ctr images import`, `podman load` and `docker
     /// load` take, tagged as the crate's Deployment names it.
     Image(image::ImageArgs),
+    /// Write a kubeconfig whose user is the operator's ServiceAccount, with a token the API
+    /// server issues (a TokenRequest): `cargo run` with it does what deploy/'s RBAC allows the
+    /// pods, and no more.
+    Kubeconfig(kubeconfig::KubeconfigArgs),
 }
 
 impl Command {
@@ -39,6 +45,7 @@ impl Command {
             Self::Gen(args) => generate::run(args, shell),
             Self::New(args) => scaffold::run(args, shell),
             Self::Image(args) => image::run(args),
+            Self::Kubeconfig(args) => kubeconfig::run(args),
         }
     }
 }

@@ -434,8 +434,8 @@ fn nonce() -> String {
 }
 
 /// Writes to `path` a kubeconfig whose user is the ServiceAccount `name` in `namespace`, on the
-/// cluster of `admin`'s kubeconfig, with a token the API server issues (a TokenRequest, as
-/// `kubectl create token` asks for one). The namespace and the ServiceAccount are created first
+/// cluster of `admin`'s kubeconfig, with a token the API server issues (a TokenRequest), as
+/// `operator-gen kubeconfig` writes it for a developer. The namespace and the ServiceAccount are created first
 /// when missing, since a token is issued only for a ServiceAccount that exists; the token lasts
 /// two hours, longer than any run that uses it.
 pub fn service_account_kubeconfig(
@@ -462,13 +462,9 @@ pub fn service_account_kubeconfig(
             Some(account.to_string().as_bytes()),
         )
         .with_context(|| format!("creating the ServiceAccount {namespace}/{name}"))?;
-    let token = admin.stdout(&["create", "token", name, "-n", namespace, "--duration=2h"])?;
-    let mut config = admin
-        .json(&["config", "view", "--minify", "--raw", "-o", "json"])
-        .context("reading the admin's kubeconfig")?;
-    let token = String::from_utf8_lossy(&token).trim().to_owned();
-    config["users"] = serde_json::json!([{"name": name, "user": {"token": token}}]);
-    config["contexts"][0]["context"]["user"] = serde_json::json!(name);
-    config["contexts"][0]["context"]["namespace"] = serde_json::json!(namespace);
-    fs::write(path, config.to_string()).with_context(|| format!("writing {}", path.display()))
+    let account = operator_gen_cli::kubeconfig::ServiceAccount {
+        namespace: namespace.to_owned(),
+        name: name.to_owned(),
+    };
+    operator_gen_cli::kubeconfig::write_for(&|args| admin.command(args), &account, "2h", path)
 }

@@ -371,6 +371,19 @@ impl CrateDir {
                 .map(|(_, stat)| Mode::from_raw_mode(stat.st_mode & 0o7777)),
             None => None,
         };
+        self.create(relative, contents, mode)
+    }
+
+    /// Creates a new file at `relative` holding `contents`, synced to disk, that only its owner
+    /// may read or write (mode 0600) from the moment it exists: for a credential.
+    pub fn write_new_private(&self, relative: &Path, contents: &[u8]) -> Result<()> {
+        self.create(relative, contents, Some(Mode::from_raw_mode(0o600)))
+    }
+
+    /// Creates the new file `relative` with `contents`, in `mode` when given (else 0666 under
+    /// the umask). A file in a `mode` is created in that mode's bits only, then set to it, so
+    /// that it is never more open than asked for.
+    fn create(&self, relative: &Path, contents: &[u8], mode: Option<Mode>) -> Result<()> {
         let (dir, name) = self.existing_parent(relative)?;
         let flags = OFlags::WRONLY
             | OFlags::CREATE
@@ -378,7 +391,8 @@ impl CrateDir {
             | OFlags::NOFOLLOW
             | OFlags::NOCTTY
             | OFlags::CLOEXEC;
-        let fd = rustix::fs::openat(&dir, name, flags, Mode::from_raw_mode(0o666))
+        let created = mode.unwrap_or(Mode::from_raw_mode(0o666));
+        let fd = rustix::fs::openat(&dir, name, flags, created)
             .map_err(self.io("creating", relative))?;
         if let Some(mode) = mode {
             rustix::fs::fchmod(&fd, mode).map_err(self.io("writing", relative))?;
@@ -542,6 +556,24 @@ mod tests {
             0,
         )
         .unwrap();
+    }
+
+    #[test]
+    fn a_private_file_is_its_owners_alone_and_never_replaces_one() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let (_tmp, dir, _) = scene();
+        dir.write_new_private(Path::new("src/token"), b"t").unwrap();
+        let mode = std::fs::metadata(dir.path(Path::new("src/token")))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600);
+        let again = dir.write_new_private(Path::new("src/a.rs"), b"t");
+        assert!(again.is_err());
+        assert_eq!(
+            std::fs::read(dir.path(Path::new("src/a.rs"))).unwrap(),
+            b"fn a() {}"
+        );
     }
 
     #[test]
