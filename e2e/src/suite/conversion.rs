@@ -312,10 +312,21 @@ impl Suite {
                     let api = api.clone();
                     async move {
                         let object: kube::api::DynamicObject = serde_json::from_value(object)?;
-                        api.create(&kube::api::PostParams::default(), &object)
-                            .await
-                            .map(drop)
-                            .map_err(anyhow::Error::from)
+                        let params = kube::api::PostParams::default();
+                        let mut tries = 0;
+                        loop {
+                            tries += 1;
+                            match api.create(&params, &object).await {
+                                Ok(_) => return Ok(()),
+                                // As any client retries a 500: the API server reused a
+                                // keep-alive connection to the webhook as the pod closed it
+                                // idle (see issue 58); the rolling-update check counts these.
+                                Err(error) if tries < 3 && webhook_connection_lost(&error) => {
+                                    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+                                }
+                                Err(error) => return Err(anyhow::Error::from(error)),
+                            }
+                        }
                     }
                 })
                 .buffer_unordered(32)
@@ -324,6 +335,16 @@ impl Suite {
                 .map(drop)
         })
     }
+}
+
+/// Whether `error` is the API server's 500 for a webhook call whose connection was lost
+/// before an answer, which a client may retry.
+fn webhook_connection_lost(error: &kube::Error) -> bool {
+    let text = error.to_string();
+    text.contains("failed calling webhook")
+        && ["connection reset by peer", "broken pipe", "EOF"]
+            .iter()
+            .any(|lost| text.contains(lost))
 }
 
 /// Sets `value` at the JSON pointer `pointer`, creating objects on the way.
