@@ -263,22 +263,19 @@ fn write_in_crate(dir: &CrateDir, relative: &Path, config: &Value) -> anyhow::Re
 /// Whether `duration` is what `kubectl create token --duration` takes and a person means:
 /// whole numbers of hours, minutes and seconds (`1h30m`).
 fn check_duration(duration: &str) -> anyhow::Result<()> {
+    // Each part is digits then a unit, and the text ends with a unit.
     let mut digits = 0;
-    let mut parts = 0;
-    for c in duration.chars() {
-        match c {
-            '0'..='9' => digits += 1,
-            'h' | 'm' | 's' if digits > 0 => {
-                digits = 0;
-                parts += 1;
+    let well_formed = !duration.is_empty()
+        && duration.chars().all(|c| match c {
+            '0'..='9' => {
+                digits += 1;
+                true
             }
-            _ => parts = usize::MAX,
-        }
-        if parts == usize::MAX {
-            break;
-        }
-    }
-    if parts == 0 || parts == usize::MAX || digits > 0 {
+            'h' | 'm' | 's' => std::mem::take(&mut digits) > 0,
+            _ => false,
+        })
+        && digits == 0;
+    if !well_formed {
         bail!(
             "--duration {} is not a duration: give hours, minutes or seconds, such as 30m or 2h",
             shown(&duration)

@@ -437,8 +437,8 @@ fn row(setting: &Setting) -> ValueRow {
 }
 
 /// The Helm actions the templates shared with the kustomize base print when they render into
-/// the chart: conditions on values, and what names the operator's namespace, which is the
-/// release's. The generator's own text; the model's reaches it only as Go string literals.
+/// the chart: conditions on values. The generator's own text; what names the operator's
+/// namespace there is [`InRelease`].
 #[derive(Debug, Clone, Serialize)]
 pub struct HelmHooks {
     pub if_cert_manager: GoTemplate,
