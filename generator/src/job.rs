@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use crate::{
     CrdSource, Generated, Manifest, Mode, Plan, Report, Request, Result, Selection,
-    crate_dir::CrateDir, record,
+    crate_dir::CrateDir, leftovers::Installed, record,
 };
 
 /// The crate `cargo xtask gen` writes when given no arguments.
@@ -185,7 +185,10 @@ impl Job {
         }
         // Before anything is written: code that would not build with the user's own files.
         crate::user_types::check_versions(&self.out, &generated.operator)?;
+        let installed = Installed::on_disk(&self.out, &generated.plan);
         let report = generated.plan.apply(&self.out, mode)?;
+        let left = installed.left_behind(&Installed::planned(&generated.plan));
+        generated.warnings.extend(left);
         if mode == (Mode::Write { force: true }) && request.flags.crd && !request.flags.manifest {
             generated.warnings.push(
                 "--force replaced the generated files, but operator.yaml (yours) still names the \
@@ -281,6 +284,35 @@ mod tests {
         };
         job.run(Mode::Write { force: false }).unwrap();
         (out, job)
+    }
+
+    #[test]
+    fn a_run_that_moves_the_namespace_names_what_the_old_one_still_holds() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (out, _) = widget_crate(tmp.path());
+        let manifest = out.join("operator.yaml");
+        let sharded = std::fs::read_to_string(&manifest).unwrap() + "sharding: true\n";
+        std::fs::write(&manifest, sharded).unwrap();
+
+        let (generated, _) = Job::new(&out).run(Mode::Write { force: false }).unwrap();
+        let note = generated
+            .warnings
+            .iter()
+            .find(|w| w.contains("kubectl delete -n default"))
+            .unwrap_or_else(|| panic!("{:?}", generated.warnings));
+        for object in [
+            "deployment.apps/widget",
+            "serviceaccount/widget",
+            "lease.coordination.k8s.io/widget",
+        ] {
+            assert!(note.contains(object), "{note}");
+        }
+        let (again, _) = Job::new(&out).run(Mode::Write { force: false }).unwrap();
+        assert!(
+            !again.warnings.iter().any(|w| w.contains("kubectl delete")),
+            "said once, by the run that moved it: {:?}",
+            again.warnings
+        );
     }
 
     #[test]

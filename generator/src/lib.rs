@@ -8,7 +8,8 @@
 //! [`write_plan::Plan`] through the Tera templates in `templates/`, and
 //! [`write_plan`] is the only code that writes to disk. [`record`] keeps what a crate needs to
 //! regenerate from its own folder: the manifest a first run leaves, and the primary a later run
-//! must match; [`migration`] tells crates made by an older generator what to move, and
+//! must match; [`migration`] tells crates made by an older generator what to move, `leftovers`
+//! names what an earlier `deploy/` left in a namespace the operator has moved out of, and
 //! [`user_types`] refuses a run whose code the user's own `src/types.rs` could not hold; [`vendor`]
 //! says where a crate's runtime comes from, and holds the copy of it a crate carries. Text from the inputs reaches files only
 //! as [`text`]'s escaped values, which [`render`] enforces. [`generate`] strings them together,
@@ -28,6 +29,7 @@ pub mod error;
 pub mod go_template;
 pub mod job;
 pub mod k8s_catalog;
+mod leftovers;
 pub mod limits;
 pub mod manifest;
 pub mod migration;
@@ -91,7 +93,7 @@ pub struct Generated {
 }
 
 impl Request {
-    fn manifest_origin(&self) -> String {
+    pub(crate) fn manifest_origin(&self) -> String {
         self.manifest_path.as_ref().map_or_else(
             || "operator.yaml (defaults)".to_owned(),
             |p| p.display().to_string(),
