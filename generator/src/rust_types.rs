@@ -15,6 +15,9 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
 };
 use kopium::{Container, MapType};
 
+mod defaults;
+use defaults::{Defaults, Field};
+
 use crate::{
     crd_document::SelectedCrd,
     error::{Error, Result},
@@ -340,18 +343,32 @@ fn emit(containers: &[Container], facts: &Facts) -> Emitted {
     });
 
     let derive_root = spec_container.is_some() && standard_root;
+    let defaults = Defaults::of(containers, &names);
     for container in containers.iter().filter(|c| c.level > 0) {
         let name = &names[&container.name];
         let is_spec = derive_root && spec_container.as_deref() == Some(name.as_str());
         let mut item = docs(container.docs.as_deref(), "");
+        let default = if defaults.derives(name) {
+            ", Default"
+        } else {
+            ""
+        };
         if is_spec {
-            item.push_str(
-                "#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq)]\n",
-            );
-            item.push_str(&kube_attributes(facts, &root_name, status.as_deref()));
+            item.push_str(&format!(
+                "#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq{default})]\n",
+            ));
+            let root_default = defaults.derives(name);
+            item.push_str(&kube_attributes(
+                facts,
+                &root_name,
+                status.as_deref(),
+                root_default,
+            ));
             imports.insert("kube::CustomResource");
         } else {
-            item.push_str("#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]\n");
+            item.push_str(&format!(
+                "#[derive(Serialize, Deserialize, Clone, Debug, PartialEq{default})]\n"
+            ));
         }
         imports.insert("serde::{Deserialize, Serialize}");
         if container.is_enum {
@@ -378,6 +395,9 @@ fn emit(containers: &[Container], facts: &Facts) -> Emitted {
             }
         }
         item.push_str("}\n");
+        if !container.is_enum {
+            item.push_str(&defaults.constructor(name, &Field::of(container, &names)));
+        }
         items.push(item);
     }
 
@@ -444,7 +464,9 @@ fn container_names(containers: &[Container], kind: &str) -> BTreeMap<String, Str
     names
 }
 
-fn kube_attributes(facts: &Facts, root_name: &str, status: Option<&str>) -> String {
+/// The root's `#[kube]` attributes. `default`: the spec derives `Default`, so the root does
+/// too (its status is an `Option`).
+fn kube_attributes(facts: &Facts, root_name: &str, status: Option<&str>, default: bool) -> String {
     let mut attrs = format!(
         "#[kube(group = {}, version = {}, kind = {}, plural = {}",
         lit(facts.group),
@@ -462,7 +484,11 @@ fn kube_attributes(facts: &Facts, root_name: &str, status: Option<&str>) -> Stri
     if let Some(status) = status {
         attrs.push_str(&format!("#[kube(status = {})]\n", lit(status)));
     }
-    attrs.push_str("#[kube(schema = \"disabled\", derive = \"PartialEq\")]\n");
+    attrs.push_str("#[kube(schema = \"disabled\", derive = \"PartialEq\"");
+    if default {
+        attrs.push_str(", derive = \"Default\"");
+    }
+    attrs.push_str(")]\n");
     attrs
 }
 
@@ -903,6 +929,47 @@ spec:
             "docs kept:\n{}",
             types.code
         );
+    }
+
+    #[test]
+    fn structs_derive_default_unless_they_require_an_enum_which_gets_a_constructor() {
+        let crd = CRD.replace(
+            "                size: { type: integer }\n",
+            "                size: { type: integer }
+                rule:
+                  type: object
+                  required: [mode, name]
+                  properties:
+                    mode: { type: string, enum: [Fast, Slow] }
+                    name: { type: string }
+                    labels: { type: object, additionalProperties: { type: string } }
+                    note: { type: string }
+                limits:
+                  type: object
+                  required: [count]
+                  properties:
+                    count: { type: integer }
+",
+        );
+        let code = formatted(&types_for(&crd).unwrap());
+        let derives = |name: &str| {
+            let at = code.find(&format!("pub struct {name} ")).expect(name);
+            let derive = code[..at].rfind("#[derive(").expect("a derive");
+            code[derive..at].contains("Default")
+        };
+        assert!(derives("WidgetSpec") && derives("WidgetLimits"), "{code}");
+        assert!(!derives("WidgetRule"), "{code}");
+        assert!(
+            code.contains("pub fn new(mode: WidgetRuleMode, name: String) -> Self"),
+            "{code}"
+        );
+        assert!(
+            code.contains("derive = \"Default\""),
+            "the root too: {code}"
+        );
+        let enum_at = code.find("pub enum WidgetRuleMode").expect("the enum");
+        let derive = code[..enum_at].rfind("#[derive(").expect("its derive");
+        assert!(!code[derive..enum_at].contains("Default"), "{code}");
     }
 
     #[test]

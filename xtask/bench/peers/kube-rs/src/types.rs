@@ -14,7 +14,7 @@ pub mod v1 {
     use std::collections::BTreeMap;
 
     /// spec defines the specification of desired alerting rule definitions for Prometheus.
-    #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq)]
+    #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
     #[kube(
         group = "monitoring.coreos.com",
         version = "v1",
@@ -23,7 +23,7 @@ pub mod v1 {
     )]
     #[kube(namespaced)]
     #[kube(status = "PrometheusRuleStatus")]
-    #[kube(schema = "disabled", derive = "PartialEq")]
+    #[kube(schema = "disabled", derive = "PartialEq", derive = "Default")]
     pub struct PrometheusRuleSpec {
         /// groups defines the content of Prometheus rule file
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -31,7 +31,7 @@ pub mod v1 {
     }
 
     /// RuleGroup is a list of sequentially evaluated recording and alerting rules.
-    #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+    #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
     pub struct PrometheusRuleGroups {
         /// interval defines how often rules in the group are evaluated.
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -95,13 +95,28 @@ pub mod v1 {
         pub record: Option<String>,
     }
 
+    impl PrometheusRuleGroupsRules {
+        /// The fields the schema requires; every other field starts unset.
+        pub fn new(expr: IntOrString) -> Self {
+            Self {
+                alert: None,
+                annotations: None,
+                expr,
+                r#for: None,
+                keep_firing_for: None,
+                labels: None,
+                record: None,
+            }
+        }
+    }
+
     /// status defines the status subresource. It is under active development and is updated only when the
     /// "StatusForConfigurationResources" feature gate is enabled.
     ///
     /// Most recent observed status of the PrometheusRule. Read-only.
     /// More info:
     /// https://github.com/kubernetes/community/blob/master/contributors/devel/sig-architecture/api-conventions.md#spec-and-status
-    #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+    #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
     pub struct PrometheusRuleStatus {
         /// bindings defines the list of workload resources (Prometheus, PrometheusAgent, ThanosRuler or Alertmanager) which select the configuration resource.
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -122,6 +137,24 @@ pub mod v1 {
         pub namespace: String,
         /// resource defines the type of resource being referenced (e.g. Prometheus, PrometheusAgent, ThanosRuler or Alertmanager).
         pub resource: PrometheusRuleStatusBindingsResource,
+    }
+
+    impl PrometheusRuleStatusBindings {
+        /// The fields the schema requires; every other field starts unset.
+        pub fn new(
+            group: PrometheusRuleStatusBindingsGroup,
+            name: String,
+            namespace: String,
+            resource: PrometheusRuleStatusBindingsResource,
+        ) -> Self {
+            Self {
+                conditions: None,
+                group,
+                name,
+                namespace,
+                resource,
+            }
+        }
     }
 
     /// WorkloadBinding is a link between a configuration resource and a workload resource.
