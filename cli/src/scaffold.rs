@@ -1,11 +1,15 @@
 //! `new <dir>`: start an operator crate for one of the object archetypes.
 
-use std::{path::PathBuf, process::ExitCode};
+use std::{
+    path::{Path, PathBuf},
+    process::ExitCode,
+};
 
 use anyhow::{Context as _, bail};
 use operator_gen::{
+    Generated, Report,
     manifest::Derived,
-    scaffold::{self, NewOperator, NewPrimary},
+    scaffold::{self, FromManifest, NewOperator, NewPrimary},
 };
 
 use crate::{Shell, shown};
@@ -53,6 +57,11 @@ pub struct NewArgs {
     /// With --generic: the kinds, comma-separated (Deployment,StatefulSet,ConfigMap).
     #[arg(long, value_delimiter = ',')]
     pub kinds: Vec<String>,
+    /// Start from this `operator.yaml`, written first with the primary and what the
+    /// operator owns, watches and serves, so the first skeleton shows them: copied into the
+    /// crate, with each local CRD it names (inside its folder) at the same path.
+    #[arg(long, conflicts_with_all = ["name", "crd", "kind", "version", "derive", "generic"])]
+    pub manifest: Option<PathBuf>,
     /// Accept a plain `http://` CRD URL (a CRD fetched without TLS can be altered on the way).
     #[arg(long)]
     pub allow_http: bool,
@@ -60,6 +69,17 @@ pub struct NewArgs {
 
 /// Runs `new` as `shell` offers it.
 pub fn run(args: NewArgs, shell: &Shell) -> anyhow::Result<ExitCode> {
+    if let Some(manifest) = args.manifest {
+        let new = FromManifest {
+            dir: args.dir,
+            manifest,
+            allow_http: args.allow_http,
+        };
+        let dir = shown(&new.dir.display());
+        let created = scaffold::create_from_manifest(&new)
+            .with_context(|| format!("creating {dir} from {}", shown(&new.manifest.display())))?;
+        return Ok(report(&new.dir, created, shell));
+    }
     let primary = if let Some(source) = args.crd {
         NewPrimary::Crd {
             source,
@@ -85,7 +105,7 @@ pub fn run(args: NewArgs, shell: &Shell) -> anyhow::Result<ExitCode> {
         NewPrimary::Builtin(kind)
     } else {
         bail!(
-            "say what the operator reconciles: --crd <src>, --kind <Kind>, --derive <Kind>, or --generic --kinds <A,B>"
+            "say what the operator reconciles: --crd <src>, --kind <Kind>, --derive <Kind>, --generic --kinds <A,B>, or --manifest <operator.yaml>"
         );
     };
     let new = NewOperator {
@@ -96,9 +116,16 @@ pub fn run(args: NewArgs, shell: &Shell) -> anyhow::Result<ExitCode> {
         runtime: None,
     };
     let dir = shown(&new.dir.display());
-    let (generated, report) = scaffold::create(&new).with_context(|| format!("creating {dir}"))?;
-    let lock = crate::lockfile::follow(&new.dir);
-    let lock = lock.report(&new.dir);
+    let created = scaffold::create(&new).with_context(|| format!("creating {dir}"))?;
+    Ok(report(&new.dir, created, shell))
+}
+
+/// Fits the new crate's Cargo.lock and says what was created, how to build it and what to
+/// look at.
+fn report(dir: &Path, (generated, report): (Generated, Report), shell: &Shell) -> ExitCode {
+    let lock = crate::lockfile::follow(dir);
+    let lock = lock.report(dir);
+    let dir = shown(&dir.display());
     let build = match &lock {
         Some(Ok(_)) => "cargo build --locked",
         _ => "cargo build",
@@ -119,5 +146,5 @@ pub fn run(args: NewArgs, shell: &Shell) -> anyhow::Result<ExitCode> {
     if let Some(Err(warning)) = &lock {
         eprintln!("warning: {warning}");
     }
-    Ok(ExitCode::SUCCESS)
+    ExitCode::SUCCESS
 }

@@ -162,7 +162,7 @@ impl fmt::Display for CrdSource {
 
 /// `path` as a plain path inside the folder it is relative to (`.` and `dir/..` resolved
 /// by name), or `None` when it is absolute or leaves the folder.
-fn inside(path: &Path) -> Option<PathBuf> {
+pub(crate) fn inside(path: &Path) -> Option<PathBuf> {
     if !path.is_relative() {
         return None;
     }

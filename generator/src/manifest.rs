@@ -331,6 +331,13 @@ impl Manifest {
     /// is read as a file of its folder ([`CrateDir`]): a link, a FIFO or a device in its place
     /// is refused, never followed or opened.
     pub fn load(path: &Path) -> Result<Self> {
+        let text = Self::read_text(path)?;
+        Self::parse(&path.display().to_string(), &text)
+    }
+
+    /// The text of the manifest file at `path`, read as [`Manifest::load`] reads it:
+    /// `new --manifest` copies it into the crate as it is, comments and all.
+    pub fn read_text(path: &Path) -> Result<String> {
         let origin = path.display().to_string();
         let (folder, name) = match (path.parent(), path.file_name()) {
             (Some(folder), Some(name)) => (folder, Path::new(name)),
@@ -360,7 +367,7 @@ impl Manifest {
                 e.utf8_error().valid_up_to()
             ),
         })?;
-        Self::parse(&origin, &text)
+        Ok(text)
     }
 
     /// Parses manifest text; `origin` names it in errors, which give `origin:line:column`

@@ -68,16 +68,17 @@ primary:
 
 /// The sample a derived primary's shipped tests create, for the types `new` writes (a
 /// required `message`): no schema gives one before those types are compiled.
-fn sample_lines(primary: &NewPrimary) -> &'static str {
-    match primary {
-        NewPrimary::Derived(_) => {
-            "# The object the shipped tests create: its fields beside `metadata`, which must fit
+pub const DERIVED_SAMPLE: &str =
+    "# The object the shipped tests create: its fields beside `metadata`, which must fit
 # src/types.rs. Change it with the types.
 sample:
   spec:
     message: example
-"
-        }
+";
+
+fn sample_lines(primary: &NewPrimary) -> &'static str {
+    match primary {
+        NewPrimary::Derived(_) => DERIVED_SAMPLE,
         _ => "",
     }
 }

@@ -34,12 +34,7 @@ pub struct NewOperator {
 /// (which removes everything that `new` wrote), so the same command starts over, and a
 /// crate that was complete but for its leftovers is refused with the command to regenerate.
 pub fn create(new: &NewOperator) -> Result<(Generated, Report)> {
-    crate::write_plan::recover(&new.dir, &crate::render::any_output())?;
-    if is_occupied(&new.dir) {
-        return Err(Error::Occupied {
-            dir: new.dir.clone(),
-        });
-    }
+    make_room(&new.dir)?;
     let name = new.name.clone().unwrap_or_else(|| {
         new.dir
             .file_name()
@@ -116,12 +111,172 @@ pub fn create(new: &NewOperator) -> Result<(Generated, Report)> {
         contents: manifest,
         ownership: Ownership::Scaffold,
     });
-    // Everything is generated in memory, then written as one change: a bad input or a
-    // failed write leaves no folder behind.
-    let generated = crate::generate(&request)?;
+    write_new(&new.dir, files, &request)
+}
+
+/// Restores `dir` if a killed `new` left it half written, then refuses it unless it is empty
+/// (or missing), so that `new` never overwrites.
+fn make_room(dir: &Path) -> Result<()> {
+    crate::write_plan::recover(dir, &crate::render::any_output())?;
+    if is_occupied(dir) {
+        return Err(Error::Occupied {
+            dir: dir.to_owned(),
+        });
+    }
+    Ok(())
+}
+
+/// Generates the crate `request` describes and writes it into `dir` with `files` (what records
+/// its inputs), as one change: everything is generated in memory first, so a bad input or a
+/// failed write leaves no folder behind.
+fn write_new(
+    dir: &Path,
+    files: Vec<PlannedFile>,
+    request: &Request,
+) -> Result<(Generated, Report)> {
+    let generated = crate::generate(request)?;
+    if let Some(file) = files
+        .iter()
+        .find(|file| generated.plan.files.iter().any(|g| g.path == file.path))
+    {
+        return Err(Error::Manifest {
+            location: request.manifest_origin(),
+            reason: format!(
+                "the new crate would keep a copy of {} where operator-gen writes a file of its \
+                 own; move that file elsewhere in the manifest's folder and name it there",
+                file.path.display()
+            ),
+        });
+    }
     let plan = Plan::new(files)?.merged(generated.plan.clone())?;
-    let report = plan.apply(&new.dir, Mode::Write { force: false })?;
+    let report = plan.apply(dir, Mode::Write { force: false })?;
     Ok((generated, report))
+}
+
+/// What `new --manifest` was asked for: a crate from an `operator.yaml` written first, so that
+/// its first skeleton already shows the relations, webhooks and settings it declares.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FromManifest {
+    pub dir: PathBuf,
+    /// The manifest; copied into the crate as its `operator.yaml`.
+    pub manifest: PathBuf,
+    /// `--allow-http`: a plain-http CRD URL is accepted.
+    pub allow_http: bool,
+}
+
+/// Creates the crate from its manifest, refusing a folder that is not empty as [`create`]
+/// does. The manifest is copied in as it is, comments and all, and each local CRD it names
+/// (`primary.crd`, and `crd:` of `owns` and `watches`) beside it at the same relative path,
+/// where `gen` in the crate reads it: so each must be a file inside the manifest's folder. A
+/// derived primary with no `sample:` gets the one `new --derive` writes, which the types it
+/// scaffolds need.
+pub fn create_from_manifest(new: &FromManifest) -> Result<(Generated, Report)> {
+    make_room(&new.dir)?;
+    let origin = new.manifest.display().to_string();
+    let mut text = Manifest::read_text(&new.manifest)?;
+    let mut manifest = Manifest::parse(&origin, &text)?;
+    if manifest.primary == crate::manifest::Primary::default() {
+        return Err(Error::Manifest {
+            location: format!("{origin}: field `primary`"),
+            reason: "a new crate needs its primary: give `crd`, `builtin`, `derive` or `generic`"
+                .to_owned(),
+        });
+    }
+    let folder = new.manifest.parent().unwrap_or(Path::new(""));
+    let mut files = local_crd_copies(&origin, folder, &manifest)?;
+    if manifest.primary.derive.is_some() && manifest.sample.is_none() {
+        let with_sample = format!("{}\n{}", text.trim_end(), crate::record::DERIVED_SAMPLE);
+        if let Ok(sampled) = Manifest::parse(&origin, &with_sample)
+            && sampled.sample.is_some()
+            && (Manifest {
+                sample: None,
+                ..sampled.clone()
+            }) == manifest
+        {
+            (text, manifest) = (with_sample, sampled);
+        }
+    }
+    files.push(PlannedFile {
+        path: crate::record::MANIFEST.into(),
+        contents: text,
+        ownership: Ownership::Scaffold,
+    });
+    let request = Request {
+        manifest,
+        // Relative `crd:` paths are read where they are now; the crate's copies hold them.
+        manifest_path: Some(new.manifest.clone()),
+        crd: None,
+        selection: Selection::default(),
+        // The crate regenerates from its own operator.yaml: `gen` in its folder.
+        flags: CommandFlags::default(),
+        allow_http: new.allow_http,
+    };
+    write_new(&new.dir, files, &request)
+}
+
+/// A copy of each local CRD that `manifest` (at `origin`, in `folder`) names, at the path it
+/// names: checked to be a CRD file inside the folder, so that a bad one writes nothing.
+fn local_crd_copies(origin: &str, folder: &Path, manifest: &Manifest) -> Result<Vec<PlannedFile>> {
+    let named = std::iter::once(("primary.crd".to_owned(), &manifest.primary.crd))
+        .chain(
+            manifest
+                .owns
+                .iter()
+                .enumerate()
+                .map(|(i, o)| (format!("owns[{i}].crd"), &o.crd)),
+        )
+        .chain(
+            (manifest.watches.iter().enumerate())
+                .map(|(i, w)| (format!("watches[{i}].crd"), &w.crd)),
+        );
+    let mut copies = std::collections::BTreeMap::new();
+    for (field, value) in named {
+        let Some(value) = value else { continue };
+        if matches!(CrdSource::parse(value), CrdSource::Url(_)) {
+            continue;
+        }
+        let in_field = |reason: String| Error::Manifest {
+            location: format!("{origin}: field `{field}`"),
+            reason,
+        };
+        let relative = crate::crd_source::inside(Path::new(value))
+            .filter(|path| {
+                let ext = path
+                    .extension()
+                    .and_then(|e| e.to_str())
+                    .unwrap_or_default();
+                matches!(ext, "yaml" | "yml" | "json")
+            })
+            .ok_or_else(|| {
+                in_field(
+                    "the new crate keeps each local CRD at the path its manifest names, so name \
+                     a `.yaml`, `.yml` or `.json` file inside the manifest's folder (move the CRD \
+                     there), or a URL"
+                        .to_owned(),
+                )
+            })?;
+        if copies.contains_key(&relative) {
+            continue;
+        }
+        let source = CrdSource::Named {
+            folder: folder.to_owned(),
+            path: relative.clone(),
+        };
+        let bytes = source.read().map_err(|e| in_field(e.to_string()))?;
+        crd_document::parse_all(&source.to_string(), &bytes)
+            .map_err(|e| in_field(e.to_string()))?;
+        let text =
+            String::from_utf8(bytes).map_err(|_| in_field("the CRD is not UTF-8".to_owned()))?;
+        copies.insert(relative, text);
+    }
+    Ok(copies
+        .into_iter()
+        .map(|(path, contents)| PlannedFile {
+            path,
+            contents,
+            ownership: Ownership::Scaffold,
+        })
+        .collect())
 }
 
 /// An error about the value of a command-line flag of `new`.

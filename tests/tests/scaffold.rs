@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use operator_gen::{
     Error, Job, Mode,
     manifest::Derived,
-    scaffold::{NewOperator, NewPrimary, create},
+    scaffold::{FromManifest, NewOperator, NewPrimary, create, create_from_manifest},
 };
 use operator_gen_tests::{cargo_test_batch, runtime_from, shared_crd};
 
@@ -157,6 +157,63 @@ fn every_archetype_builds_and_passes_its_tests_and_survives_a_new_relation() {
     assert_eq!(read(reconcile), edited, "the user's reconcile is untouched");
     assert!(read(evolved.join("src/controller.rs")).contains(".owns_stream("));
     members.push("evolved".to_owned());
+
+    // A crate started from a manifest written first: its first skeleton already shows the
+    // relations, and the local CRD the manifest names is copied in at the path it names.
+    let started = root.join("from-manifest");
+    let written = root.join("written-first");
+    std::fs::create_dir_all(written.join("crds")).expect("the manifest's folder");
+    let crd = shared_crd("monitoring.coreos.com/prometheusrules.yaml");
+    std::fs::copy(&crd, written.join("crds/rules.yaml")).expect("the CRD beside the manifest");
+    let monitors = shared_crd("monitoring.coreos.com/servicemonitors.yaml");
+    std::fs::copy(&monitors, written.join("crds/monitors.yaml")).expect("a child's CRD");
+    let manifest = format!(
+        "# written before the crate\nname: rules-from-manifest\nprimary:\n  crd: crds/rules.yaml\n\
+         owns:\n  - kind: ConfigMap\n  - kind: ServiceMonitor\n    crd: crds/monitors.yaml\n\
+         watches:\n  - kind: Secret\n    map: {{ label: example.com/rule }}\n\
+         runtime:\n  path: {:?}\n",
+        runtime_from(&started).as_str()
+    );
+    std::fs::write(written.join("rules.yaml"), &manifest).expect("writing the manifest");
+    create_from_manifest(&FromManifest {
+        dir: started.clone(),
+        manifest: written.join("rules.yaml"),
+        allow_http: false,
+    })
+    .expect("new --manifest");
+    assert_eq!(
+        read(started.join("operator.yaml")),
+        manifest,
+        "copied as it is"
+    );
+    assert_eq!(
+        read(started.join("crds/rules.yaml")),
+        read(PathBuf::from(&crd))
+    );
+    assert_eq!(
+        read(started.join("crds/monitors.yaml")),
+        read(PathBuf::from(&monitors))
+    );
+    let tests = read(started.join("src/manifest.rs"));
+    assert!(
+        tests.contains("(&live_sample(), service_monitor_child()).await")
+            && tests.contains("(&live_sample(), config_map_child()).await"),
+        "the shipped tests apply a child of every owned kind, custom ones too:\n{tests}"
+    );
+    let skeleton = read(started.join("src/reconcile.rs"));
+    assert!(
+        skeleton.contains("ctx.apply_owned(&obj, config_map)")
+            && skeleton.contains("// Watched Secret"),
+        "{skeleton}"
+    );
+    let (_, report) = Job::new(&started)
+        .run(Mode::Check)
+        .expect("checking the new crate");
+    assert!(
+        report.changed().is_empty(),
+        "it regenerates from its own folder: {report}"
+    );
+    members.push("from-manifest".to_owned());
 
     if let Err(output) = cargo_test_batch(&root, &members) {
         panic!(
@@ -347,5 +404,45 @@ fn new_names_the_flag_that_holds_a_bad_value_and_writes_nothing() {
             "{flag}: {err}"
         );
         assert!(!dir.exists(), "{flag}: nothing is written");
+    }
+}
+
+#[test]
+fn new_from_a_manifest_refuses_a_crd_outside_its_folder_and_writes_nothing() {
+    let root = outside_workspace("manifest-outside");
+    let written = root.join("manifests");
+    std::fs::create_dir_all(&written).unwrap();
+    std::fs::copy(
+        shared_crd("monitoring.coreos.com/prometheusrules.yaml"),
+        root.join("rules.yaml"),
+    )
+    .unwrap();
+    let cases = [
+        ("primary:\n  crd: ../rules.yaml\n", "field `primary.crd`"),
+        (
+            "primary:\n  builtin: Deployment\nowns:\n  - kind: PrometheusRule\n    crd: /etc/passwd\n",
+            "field `owns[0].crd`",
+        ),
+        ("owns:\n  - kind: ConfigMap\n", "field `primary`"),
+    ];
+    for (text, field) in cases {
+        std::fs::write(written.join("operator.yaml"), text).unwrap();
+        let dir = root.join("crate");
+        let err = create_from_manifest(&FromManifest {
+            dir: dir.clone(),
+            manifest: written.join("operator.yaml"),
+            allow_http: false,
+        })
+        .expect_err("refused")
+        .to_string();
+        assert!(
+            err.contains(field) && err.contains("operator.yaml"),
+            "{text}: {err}"
+        );
+        assert!(
+            !err.contains("root:"),
+            "nothing of the file is quoted: {err}"
+        );
+        assert!(!dir.exists(), "{text}: nothing is written");
     }
 }

@@ -40,7 +40,7 @@ pub use self::{
     primary::{Conditions, Primary, PrimaryInput},
     rbac::Rule,
     reconciled::{Reconciled, ReconciledKind},
-    relations::{External, Import, Related, RelatedCrd, Watched},
+    relations::{External, Import, Related, RelatedCrd, TestChild, Watched},
     status::OwnCondition,
     webhooks::{
         Conversion, HUB_FIELDS_ANNOTATION, Version, VersionField, Webhook, Webhooks, check_versions,
@@ -192,8 +192,8 @@ pub struct Controller {
 pub struct Tests {
     /// Whether `manifest::sample` exists, the object the shipped tests reconcile.
     pub sample: bool,
-    /// The owned kind the shipped tests apply as a child: the first with a valid empty object.
-    pub owned_sample: Option<Related>,
+    /// Every owned kind, as the shipped tests apply it as a child.
+    pub children: Vec<TestChild>,
 }
 
 /// `src/types.rs`: the primary's types and the related custom kinds'.
@@ -354,11 +354,7 @@ pub fn analyze(
     })?;
     let tests = Tests {
         sample: facts.primary.sample.is_some() || facts.archetype == Archetype::Builtin,
-        owned_sample: resolved
-            .owns
-            .iter()
-            .find(|o| o.builtin && o.skeleton)
-            .cloned(),
+        children: resolved.test_children,
     };
     let mut warnings = facts.warnings;
     warnings.extend(resolved.warnings);

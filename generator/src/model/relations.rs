@@ -152,9 +152,22 @@ pub struct Import {
     pub alias: Option<Ident>,
 }
 
+/// An owned kind as the shipped tests apply it: a child named `child`.
+#[derive(Debug, Clone, Serialize)]
+pub struct TestChild {
+    pub related: Related,
+    /// The test helper that builds it (`config_map_child`).
+    pub function: Ident,
+    /// A custom kind's body (its fields beside `metadata`), the least its schema allows, as
+    /// JSON; none for a built-in kind, whose child is its `Default`.
+    pub body: Option<Text>,
+}
+
 /// The relations, resolved, with what the rest of the model takes from them.
 pub(super) struct Resolved {
     pub owns: Vec<Related>,
+    /// Each owned kind's child in the shipped tests.
+    pub test_children: Vec<TestChild>,
     pub watches: Vec<Watched>,
     pub external: Vec<External>,
     pub imports: Vec<Import>,
@@ -184,10 +197,12 @@ pub(super) fn resolve(
         bad,
     };
     let mut owns = Vec::new();
+    let mut test_children = Vec::new();
     for (i, owned) in manifest.owns.iter().enumerate() {
         let field = crate::manifest::Owned::field(i);
-        let RelatedKind { related, .. } =
-            resolver.related(&field, &owned.kind, owned.crd.is_some())?;
+        let RelatedKind {
+            related, schema, ..
+        } = resolver.related(&field, &owned.kind, owned.crd.is_some())?;
         if owns.iter().any(|o: &Related| o.kind == related.kind) {
             return Err(bad(
                 &format!("{field}.kind"),
@@ -204,6 +219,11 @@ pub(super) fn resolve(
                 ),
             ));
         }
+        test_children.push(TestChild {
+            function: naming::snake_ident(&format!("{}Child", related.kind.raw())),
+            body: (!related.builtin).then(|| least_body(&schema)),
+            related: related.clone(),
+        });
         owns.push(related);
     }
     let mut watches = Vec::new();
@@ -232,6 +252,7 @@ pub(super) fn resolve(
     let imports = imports(&owns, &watches).map_err(|reason| bad("owns/watches", reason))?;
     Ok(Resolved {
         owns,
+        test_children,
         watches,
         external,
         imports,
@@ -239,6 +260,14 @@ pub(super) fn resolve(
         uses_chrono: resolver.uses_chrono,
         warnings: resolver.warnings,
     })
+}
+
+/// The least body a custom kind's `schema` allows, as JSON. A schema that does not read back
+/// as one (it was one when its types were generated) gives the empty body.
+fn least_body(schema: &serde_json::Value) -> Text {
+    let props = serde_json::from_value(schema.clone()).unwrap_or_default();
+    let body = crate::schema_sample::sample_body(&props);
+    Text::new(serde_json::Value::Object(body).to_string())
 }
 
 /// A kind both owned and watched has two watches in controller.rs, one per relation, so the
