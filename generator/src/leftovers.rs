@@ -12,13 +12,13 @@
 //! never printed.
 
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use serde_json::Value;
 
 use crate::crate_dir::CrateDir;
 use crate::naming::is_dns_subdomain;
-use crate::write_plan::{Ownership, Plan};
+use crate::write_plan::{Ownership, Plan, PlannedFile};
 
 /// The folder of the generated kustomize base.
 const BASE: &str = "deploy/base";
@@ -47,8 +47,10 @@ impl Installed {
     /// crate folder at `out` before the plan replaces them.
     pub fn on_disk(out: &Path, plan: &Plan) -> Self {
         let dir = CrateDir::new(out);
-        let texts = generated_base_files(plan).filter_map(|path| {
-            let bytes = dir.read(&path, crate::limits::MAX_MANIFEST_BYTES).ok()??;
+        let texts = generated_base_files(plan).filter_map(|file| {
+            let bytes = dir
+                .read(&file.path, crate::limits::MAX_MANIFEST_BYTES)
+                .ok()??;
             String::from_utf8(bytes).ok()
         });
         Self::from_texts(texts)
@@ -56,13 +58,7 @@ impl Installed {
 
     /// What the same files install once `plan` has written them.
     pub fn planned(plan: &Plan) -> Self {
-        let files = generated_base_files(plan).collect::<BTreeSet<_>>();
-        let texts = plan
-            .files
-            .iter()
-            .filter(|file| files.contains(&file.path))
-            .map(|file| file.contents.clone());
-        Self::from_texts(texts)
+        Self::from_texts(generated_base_files(plan).map(|file| file.contents.clone()))
     }
 
     fn from_texts(texts: impl IntoIterator<Item = String>) -> Self {
@@ -138,13 +134,12 @@ impl Installed {
     }
 }
 
-/// The generated files of `deploy/base/` in `plan`.
-fn generated_base_files(plan: &Plan) -> impl Iterator<Item = PathBuf> + '_ {
+/// The generated YAML files of `deploy/base/` in `plan`.
+fn generated_base_files(plan: &Plan) -> impl Iterator<Item = &PlannedFile> {
     plan.files
         .iter()
         .filter(|file| file.ownership == Ownership::Generated && file.path.starts_with(BASE))
         .filter(|file| file.path.extension().is_some_and(|e| e == "yaml"))
-        .map(|file| file.path.clone())
 }
 
 /// `metadata.namespace`, when it is a Kubernetes name.
@@ -219,8 +214,9 @@ fn made_by_the_runtime(role: &Value) -> Vec<Object> {
 
 #[cfg(test)]
 mod tests {
+    use std::path::PathBuf;
+
     use super::*;
-    use crate::write_plan::PlannedFile;
 
     const RBAC: &str = r#"
 apiVersion: v1

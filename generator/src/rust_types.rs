@@ -16,7 +16,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
 use kopium::{Container, MapType};
 
 mod defaults;
-use defaults::{Defaults, Field};
+use defaults::Defaults;
 
 use crate::{
     crd_document::SelectedCrd,
@@ -396,7 +396,7 @@ fn emit(containers: &[Container], facts: &Facts) -> Emitted {
         }
         item.push_str("}\n");
         if !container.is_enum {
-            item.push_str(&defaults.constructor(name, &Field::of(container, &names)));
+            item.push_str(&defaults.constructor(name));
         }
         items.push(item);
     }

@@ -192,7 +192,8 @@ pub struct Controller {
 pub struct Tests {
     /// Whether `manifest::sample` exists, the object the shipped tests reconcile.
     pub sample: bool,
-    /// Every owned kind, as the shipped tests apply it as a child.
+    /// Every owned kind, as the shipped tests apply it as a child; none when no shipped test
+    /// applies children (no sample to own them).
     pub children: Vec<TestChild>,
 }
 
@@ -352,9 +353,15 @@ pub fn analyze(
         template: "deploy/chart/templates/crd.yaml".to_owned(),
         reason: e.to_string(),
     })?;
+    let sample = facts.primary.sample.is_some() || facts.archetype == Archetype::Builtin;
+    // The children are applied by the tests of the sample, or of each generic kind's.
+    let tests_apply_children = sample || facts.archetype == Archetype::Generic;
     let tests = Tests {
-        sample: facts.primary.sample.is_some() || facts.archetype == Archetype::Builtin,
-        children: resolved.test_children,
+        sample,
+        children: match tests_apply_children {
+            true => resolved.test_children,
+            false => Vec::new(),
+        },
     };
     let mut warnings = facts.warnings;
     warnings.extend(resolved.warnings);

@@ -18,7 +18,7 @@ use super::{has_default, rewrite_type, strip_option};
 use crate::{naming, text::Ident};
 
 /// One field of a struct, as the emitter writes it.
-pub(super) struct Field {
+struct Field {
     pub ident: Ident,
     /// The Rust type, as written.
     pub ty: String,
@@ -29,7 +29,7 @@ pub(super) struct Field {
 
 impl Field {
     /// The fields of `container`, named and typed as the emitter writes them.
-    pub fn of(container: &Container, names: &BTreeMap<String, String>) -> Vec<Field> {
+    fn of(container: &Container, names: &BTreeMap<String, String>) -> Vec<Field> {
         container
             .members
             .iter()
@@ -55,9 +55,10 @@ impl Field {
     }
 }
 
-/// The structs that derive `Default`, by final name.
+/// The structs that derive `Default`, by final name, and every struct's fields.
 pub(super) struct Defaults {
     derived: BTreeSet<String>,
+    fields: BTreeMap<String, Vec<Field>>,
 }
 
 impl Defaults {
@@ -65,24 +66,24 @@ impl Defaults {
     /// fields hold, which may hold it in turn (through a `Vec` or a `Box`), so every struct
     /// starts as deriving it and loses that until nothing changes.
     pub fn of(containers: &[Container], names: &BTreeMap<String, String>) -> Self {
-        let structs: BTreeMap<&str, Vec<Field>> = containers
+        let fields: BTreeMap<String, Vec<Field>> = containers
             .iter()
             .filter(|c| c.level > 0 && !c.is_enum)
-            .filter_map(|c| Some((names.get(&c.name)?.as_str(), Field::of(c, names))))
+            .filter_map(|c| Some((names.get(&c.name)?.clone(), Field::of(c, names))))
             .collect();
-        let mut derived: BTreeSet<String> = structs.keys().map(|s| (*s).to_owned()).collect();
+        let mut derived: BTreeSet<String> = fields.keys().cloned().collect();
         loop {
             let next: BTreeSet<String> = derived
                 .iter()
                 .filter(|name| {
-                    structs[name.as_str()]
+                    fields[name.as_str()]
                         .iter()
                         .all(|f| !f.required() || unset_by_default(&f.ty, &derived))
                 })
                 .cloned()
                 .collect();
             if next.len() == derived.len() {
-                return Self { derived };
+                return Self { derived, fields };
             }
             derived = next;
         }
@@ -95,36 +96,41 @@ impl Defaults {
 
     /// `impl <name> { pub fn new(…) }` for a struct that cannot derive `Default`: it takes
     /// each required field, and starts every other one unset. Empty for one that derives it.
-    pub fn constructor(&self, name: &str, fields: &[Field]) -> String {
-        if self.derives(name) {
-            return String::new();
+    pub fn constructor(&self, name: &str) -> String {
+        match self.fields.get(name) {
+            Some(fields) if !self.derives(name) => constructor(name, fields),
+            _ => String::new(),
         }
-        let required: Vec<&Field> = fields.iter().filter(|f| f.required()).collect();
-        let parameters: Vec<String> = required
-            .iter()
-            .map(|f| format!("{}: {}", f.ident, f.ty))
-            .collect();
-        let values: Vec<String> = fields
-            .iter()
-            .map(|f| match (f.required(), strip_option(&f.ty)) {
-                (true, _) => f.ident.to_string(),
-                (false, Some(_)) => format!("{}: None", f.ident),
-                (false, None) => format!("{}: Default::default()", f.ident),
-            })
-            .collect();
-        // clippy's limit on a function's parameters: a schema may require more fields.
-        let allow = if parameters.len() > 7 {
-            "    #[allow(clippy::too_many_arguments)]\n"
-        } else {
-            ""
-        };
-        format!(
-            "impl {name} {{\n    #[doc = \" The fields the schema requires; every other field starts unset.\"]\n\
-             {allow}    pub fn new({}) -> Self {{\n        Self {{ {} }}\n    }}\n}}\n",
-            parameters.join(", "),
-            values.join(", "),
-        )
     }
+}
+
+/// `impl <name> { pub fn new(…) }`, taking each required field of `fields`.
+fn constructor(name: &str, fields: &[Field]) -> String {
+    let required: Vec<&Field> = fields.iter().filter(|f| f.required()).collect();
+    let parameters: Vec<String> = required
+        .iter()
+        .map(|f| format!("{}: {}", f.ident, f.ty))
+        .collect();
+    let values: Vec<String> = fields
+        .iter()
+        .map(|f| match (f.required(), strip_option(&f.ty)) {
+            (true, _) => f.ident.to_string(),
+            (false, Some(_)) => format!("{}: None", f.ident),
+            (false, None) => format!("{}: Default::default()", f.ident),
+        })
+        .collect();
+    // clippy's limit on a function's parameters: a schema may require more fields.
+    let allow = if parameters.len() > 7 {
+        "    #[allow(clippy::too_many_arguments)]\n"
+    } else {
+        ""
+    };
+    format!(
+        "impl {name} {{\n    #[doc = \" The fields the schema requires; every other field starts unset.\"]\n\
+         {allow}    pub fn new({}) -> Self {{\n        Self {{ {} }}\n    }}\n}}\n",
+        parameters.join(", "),
+        values.join(", "),
+    )
 }
 
 /// Whether `ty`'s `Default` means "not set", given the structs that derive it.
@@ -184,9 +190,6 @@ mod tests {
 
     #[test]
     fn a_constructor_takes_the_required_fields_and_starts_the_rest_unset() {
-        let defaults = Defaults {
-            derived: BTreeSet::new(),
-        };
         let mut defaulted = field("labels", "BTreeMap<String, String>");
         defaulted.serde_default = true;
         let fields = [
@@ -195,7 +198,7 @@ mod tests {
             field("note", "Option<String>"),
             defaulted,
         ];
-        let code = defaults.constructor("Rule", &fields);
+        let code = constructor("Rule", &fields);
         assert!(
             code.contains("pub fn new(mode: Mode, name: String) -> Self")
                 && code.contains("Self { mode, name, note: None, labels: Default::default() }"),
@@ -203,10 +206,6 @@ mod tests {
         );
         assert!(!code.contains("too_many_arguments"), "{code}");
         let many: Vec<Field> = (0..8).map(|i| field(&format!("f{i}"), "Mode")).collect();
-        assert!(
-            defaults
-                .constructor("Wide", &many)
-                .contains("clippy::too_many_arguments")
-        );
+        assert!(constructor("Wide", &many).contains("clippy::too_many_arguments"));
     }
 }
