@@ -9,6 +9,7 @@ mod charts;
 mod cluster;
 mod contracts;
 mod corpus;
+mod packaging;
 
 use clap::{Parser, Subcommand};
 use operator_gen_cli::{Shell, exit_code};
@@ -40,6 +41,8 @@ enum Command {
     Charts(charts::ChartsArgs),
     /// Run every operator crate against a real API server and check what it does.
     E2e(operator_gen_e2e::E2eArgs),
+    /// Package publishable crates, and check that their builds read only packaged files.
+    Package(packaging::PackageArgs),
 }
 
 fn main() -> std::process::ExitCode {
@@ -51,6 +54,7 @@ fn main() -> std::process::ExitCode {
         Command::Cluster(args) => cluster::run(args),
         Command::Charts(args) => charts::run(args),
         Command::E2e(args) => operator_gen_e2e::run(&workspace_root(), args),
+        Command::Package(args) => packaging::run(args),
     };
     exit_code(result)
 }
