@@ -53,7 +53,10 @@ pub fn run(args: PackageArgs) -> Result<ExitCode> {
     for name in &args.packages {
         let crate_dir = metadata.manifest_dir(name)?;
         let packaged = packaged_files(&workspace, name, args.allow_dirty)?;
-        let reads = files_read(&target, &workspace, name, &metadata.targets(name)?)?;
+        let mut reads = files_read(&target, &workspace, name, &metadata.targets(name)?)?;
+        // clippy's driver, CI's compiler for the workspace's crates, records the workspace's
+        // manifest, whose `[lints]` it reads; cargo package writes those into each package's own.
+        reads.compiled.remove(&workspace.join("Cargo.toml"));
         let problems = unpackaged(&reads, &crate_dir, &workspace.join("target"), &packaged);
         for problem in &problems {
             eprintln!("{name}: {problem}");
