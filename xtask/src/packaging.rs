@@ -53,10 +53,7 @@ pub fn run(args: PackageArgs) -> Result<ExitCode> {
     for name in &args.packages {
         let crate_dir = metadata.manifest_dir(name)?;
         let packaged = packaged_files(&workspace, name, args.allow_dirty)?;
-        let mut reads = files_read(&target, &workspace, name, &metadata.targets(name)?)?;
-        // clippy's driver, CI's compiler for the workspace's crates, records the workspace's
-        // manifest, whose `[lints]` it reads; cargo package writes those into each package's own.
-        reads.compiled.remove(&workspace.join("Cargo.toml"));
+        let reads = files_read(&target, &workspace, name, &metadata.targets(name)?)?;
         let problems = unpackaged(&reads, &crate_dir, &workspace.join("target"), &packaged);
         for problem in &problems {
             eprintln!("{name}: {problem}");
@@ -87,18 +84,11 @@ struct Metadata(serde_json::Value);
 
 impl Metadata {
     fn read(workspace: &Path) -> Result<Self> {
-        let output = operator_gen_tests::cargo()
-            .current_dir(workspace)
-            .args(["metadata", "--no-deps", "--format-version", "1"])
-            .output()
-            .context("running cargo metadata")?;
-        if !output.status.success() {
-            bail!(
-                "cargo metadata failed: {}",
-                String::from_utf8_lossy(&output.stderr)
-            );
-        }
-        Ok(Self(serde_json::from_slice(&output.stdout)?))
+        let stdout = cargo_stdout(
+            workspace,
+            &["metadata", "--no-deps", "--format-version", "1"],
+        )?;
+        Ok(Self(serde_json::from_str(&stdout)?))
     }
 
     fn package(&self, name: &str) -> Result<&serde_json::Value> {
@@ -141,23 +131,31 @@ impl Metadata {
 
 /// The files `cargo package` puts in `name`'s package, by their path in it.
 fn packaged_files(workspace: &Path, name: &str, allow_dirty: bool) -> Result<BTreeSet<PathBuf>> {
-    let mut list = operator_gen_tests::cargo();
-    list.current_dir(workspace)
-        .args(["package", "--list", "-p", name]);
+    let mut args = vec!["package", "--list", "-p", name];
     if allow_dirty {
-        list.arg("--allow-dirty");
+        args.push("--allow-dirty");
     }
-    let output = list.output().context("running cargo package --list")?;
-    if !output.status.success() {
-        bail!(
-            "cargo package --list -p {name} failed: {}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-    }
-    Ok(String::from_utf8_lossy(&output.stdout)
+    Ok(cargo_stdout(workspace, &args)?
         .lines()
         .map(PathBuf::from)
         .collect())
+}
+
+/// What `cargo <args>` in `workspace` prints, or its error.
+fn cargo_stdout(workspace: &Path, args: &[&str]) -> Result<String> {
+    let output = operator_gen_tests::cargo()
+        .current_dir(workspace)
+        .args(args)
+        .output()
+        .with_context(|| format!("running cargo {}", args.join(" ")))?;
+    if !output.status.success() {
+        bail!(
+            "cargo {} failed: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    Ok(String::from_utf8_lossy(&output.stdout).into_owned())
 }
 
 /// What a build of one package read: the files its compiler opened, and the files its build
@@ -217,6 +215,9 @@ fn files_read(target: &Path, workspace: &Path, name: &str, targets: &[String]) -
             target.display()
         );
     }
+    // clippy's driver, CI's compiler for the workspace's crates, records the workspace's
+    // manifest, whose `[lints]` it reads; cargo package writes those into each package's own.
+    reads.compiled.remove(&workspace.join("Cargo.toml"));
     reads.compiled.retain(|path| path.is_file());
     reads.watched.retain(|path| path.is_file());
     Ok(reads)
@@ -262,21 +263,17 @@ fn dep_info_files(text: &str, workspace: &Path) -> Vec<PathBuf> {
     else {
         return Vec::new();
     };
-    let mut files = vec![String::new()];
+    let mut files = Vec::new();
+    let mut file = String::new();
     let mut chars = prerequisites.chars();
     while let Some(c) = chars.next() {
         match c {
-            '\\' => files
-                .last_mut()
-                .map(|file| file.extend(chars.next()))
-                .unwrap_or_default(),
-            ' ' => files.push(String::new()),
-            _ => files
-                .last_mut()
-                .map(|file| file.push(c))
-                .unwrap_or_default(),
+            '\\' => file.extend(chars.next()),
+            ' ' => files.push(std::mem::take(&mut file)),
+            _ => file.push(c),
         }
     }
+    files.push(file);
     files
         .into_iter()
         .filter(|file| !file.is_empty())
