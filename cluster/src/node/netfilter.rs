@@ -115,10 +115,15 @@ fn is_builtin(chain: &str) -> bool {
     )
 }
 
+/// What `command` (`iptables-save`, `ip6tables-save`) prints. A machine without it, before
+/// the node's packages are installed, has no table of it, which is what it says.
 fn save(command: &str) -> Result<Saved> {
-    let output = Command::new(command)
-        .output()
-        .with_context(|| format!("running {command}"))?;
+    let output = match Command::new(command).output() {
+        Err(missing) if missing.kind() == std::io::ErrorKind::NotFound => {
+            return Ok(Saved::default());
+        }
+        run => run.with_context(|| format!("running {command}"))?,
+    };
     if !output.status.success() {
         bail!(
             "{command}: {}",
