@@ -3,6 +3,7 @@
 //! taken from it, and the leader pod deleted.
 
 use std::{
+    collections::BTreeMap,
     process::{Command, Stdio},
     time::{Duration, Instant},
 };
@@ -141,17 +142,32 @@ impl Suite {
     /// The Deployment's two pods elect a leader on the operator's Lease: only the leader
     /// reconciles, and it survives losing the Lease.
     pub(super) fn leader_election(&mut self) -> Result<()> {
+        // Counted from here, not from each pod's start: an earlier check may have moved the
+        // Lease (an API server restart can outlast it), and then both pods have led once.
+        let before = self.reconciles_per_replica()?;
         let uid = self.create_primary("replicated")?;
         self.wait_child(&uid, None)?;
-        let replicas = self.replicas()?;
-        let counts = replicas
+        let after = self.reconciles_per_replica()?;
+        let reconciled: Vec<&String> = after
             .iter()
-            .map(|replica| Ok((replica.name.clone(), replica.reconciles()?)))
-            .collect::<Result<Vec<_>>>()?;
-        if counts.len() < 2 || counts.iter().filter(|(_, n)| *n > 0).count() != 1 {
-            bail!("reconciles per pod were {counts:?}; exactly one of two should lead");
+            .filter(|(name, count)| before.get(*name).is_none_or(|was| *count > was))
+            .map(|(name, _)| name)
+            .collect();
+        let leader = self.leader()?.name;
+        if after.len() < 2 || reconciled != [&leader] {
+            bail!(
+                "reconciles per pod went from {before:?} to {after:?}; only the leader, {leader}, should have reconciled"
+            );
         }
         self.lease_taken_from_the_leader()
+    }
+
+    /// Each running replica's reconciles so far, by its name.
+    fn reconciles_per_replica(&self) -> Result<BTreeMap<String, u64>> {
+        self.replicas()?
+            .iter()
+            .map(|replica| Ok((replica.name.clone(), replica.reconciles()?)))
+            .collect()
     }
 
     /// Takes the Lease from under the leader, as another replica would once an outage kept the
@@ -172,6 +188,9 @@ impl Suite {
             "leaseDurationSeconds": LEASE_SECONDS,
         }});
         let namespace = self.operator_namespace.clone();
+        // Only what the leader logs from here on: an API server restart before this check may
+        // have cost it the Lease once already, and it took it back.
+        let marks = self.log_marks();
         self.admin(
             &[
                 "patch",
@@ -188,12 +207,12 @@ impl Suite {
         )?;
         // Its log says so; the gauges may never show both pods standing by at once, when the
         // other takes the Lease before the leader's next renewal finds it gone.
+        let from_the_leader = format!("{leader}: ");
         self.eventually("the leader to see it lost the Lease", || {
-            let said = self.log_files().iter().any(|(owner, log)| {
-                *owner == leader
-                    && crate::kit::logs::read_from(log, 0)
-                        .contains("lost leadership; campaigning again")
-            });
+            let said = marks
+                .lines_since(&self.log_files(), &["lost leadership; campaigning again"])
+                .iter()
+                .any(|line| line.starts_with(&from_the_leader));
             Ok(said)
         })?;
         self.eventually("one pod to lead again", || {
