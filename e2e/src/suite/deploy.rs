@@ -326,7 +326,7 @@ impl Suite {
     /// where the base has them), no Deployment, Service or PodDisruptionBudget, and its
     /// admission webhook configurations calling the operator on loopback, where a local run
     /// serves them.
-    fn install_local(&self) -> Result<()> {
+    pub(super) fn install_local(&self) -> Result<()> {
         let local = self.dir.join("deploy/local");
         let built = self.env.kubectl.kustomize(&local)?;
         let kinds: Vec<&str> = built

@@ -109,7 +109,7 @@ impl Suite {
     }
 
     /// The image the chart's default values name: `<repository>:<tag>`.
-    fn chart_image(&self) -> Result<String> {
+    pub(super) fn chart_image(&self) -> Result<String> {
         let path = self.dir.join("deploy/chart/values.yaml");
         let text = std::fs::read_to_string(&path)?;
         let values: Value =

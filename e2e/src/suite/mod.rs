@@ -13,6 +13,7 @@ mod children;
 mod conversion;
 mod deploy;
 mod election;
+mod handover;
 mod helm;
 mod local;
 mod monitoring;
@@ -218,6 +219,8 @@ pub(crate) struct Suite {
     /// The namespace the operator runs in: its `deploy/`'s, or its own for a crate whose
     /// `deploy/` would run it in `default`.
     operator_namespace: String,
+    /// The namespace its own `deploy/` names.
+    deploy_namespace: String,
     /// Its Deployment and pods.
     workload: Workload,
     /// How it runs now.
@@ -305,6 +308,7 @@ impl Suite {
             namespace: format!("e2e-{name}"),
             kubeconfig: env.logs.join("operator.kubeconfig"),
             operator_namespace,
+            deploy_namespace: operator.namespace.clone(),
             name,
             body: primary.body,
             owned,
@@ -595,6 +599,13 @@ impl Facts<'_> {
                 "the cert-manager overlay builds and passes a server dry run",
                 Pods,
                 Suite::cert_manager_overlay,
+            ));
+        }
+        if self.name == handover::HANDED_OVER {
+            checks.push(check(
+                "handed from deploy/local/ to its chart and back to deploy/ by OPERATOR.md's commands, as pasted: its objects stay, and a CRD helm changed does not conflict",
+                Stopped,
+                Suite::handed_to_helm_and_back,
             ));
         }
         checks.push(check(

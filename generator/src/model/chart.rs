@@ -36,10 +36,37 @@ pub struct Chart {
     /// The command that installs the chart, creating the namespace when it is the operator's
     /// own.
     pub install: Vec<Text>,
+    /// How the objects a kustomize overlay applied pass to the release and back.
+    pub switching: Switching,
     /// The Helm conditions shared templates print in the chart; absent from the model, and
     /// added only to the chart's context, after its text was made literal ([`HelmHooks`]).
     pub helm: Option<HelmHooks>,
 }
+
+/// How the objects a kustomize overlay applied pass to the release and back, as OPERATOR.md
+/// tells it. helm installs over an existing object only when it carries helm's label and the
+/// release's annotations, or it fails on the first (the ServiceAccount); and after `helm
+/// uninstall` keeps the CRD, helm's field manager still holds its fields, so a CRD that
+/// changed since conflicts on `.spec.versions` when `deploy/` is applied again.
+#[derive(Debug, Clone, Serialize)]
+pub struct Switching {
+    /// For each overlay a user runs from, the commands that hand its objects to the release.
+    pub to_helm: Vec<Adoption>,
+    /// The commands that take the objects back into `deploy/` once the release is gone.
+    pub to_kustomize: Vec<Text>,
+}
+
+/// The commands that mark the objects of `overlay` as the release's, then install the chart
+/// over them.
+#[derive(Debug, Clone, Serialize)]
+pub struct Adoption {
+    /// `deploy/local/` (after a local run) or `deploy/`.
+    pub overlay: Text,
+    pub commands: Vec<Text>,
+}
+
+/// The overlays a user may have applied before installing the chart.
+const OVERLAYS: [&str; 2] = ["deploy/local/", "deploy/"];
 
 /// One row of the chart README's table of values.
 #[derive(Debug, Clone, Serialize)]
@@ -259,6 +286,7 @@ pub fn chart(
         crd_yaml,
         release: Text::new(release(crate_name)),
         install: install(&release(crate_name), namespace, own_namespace),
+        switching: switching(&release(crate_name), namespace, own_namespace),
         helm: None,
     })
 }
@@ -285,6 +313,37 @@ fn install(release: &str, namespace: &str, own_namespace: bool) -> Vec<Text> {
     vec![Text::new(format!(
         "helm install {release} deploy/chart --namespace {namespace}{create} -f deploy/values.yaml"
     ))]
+}
+
+/// How `release` in `namespace` takes over what each overlay applied, and gives it back.
+fn switching(release: &str, namespace: &str, own_namespace: bool) -> Switching {
+    let to_helm = OVERLAYS
+        .iter()
+        .map(|overlay| {
+            let mut commands = vec![
+                Text::new(format!(
+                    "kubectl label --overwrite -k {overlay} app.kubernetes.io/managed-by=Helm"
+                )),
+                Text::new(format!(
+                    "kubectl kustomize {overlay} | kubectl annotate --overwrite -f - \
+                     meta.helm.sh/release-name={release} meta.helm.sh/release-namespace={namespace}"
+                )),
+            ];
+            commands.extend(install(release, namespace, own_namespace));
+            Adoption {
+                overlay: Text::new(*overlay),
+                commands,
+            }
+        })
+        .collect();
+    let to_kustomize = vec![
+        Text::new(format!("helm uninstall {release} --namespace {namespace}")),
+        Text::new("kubectl apply --server-side --force-conflicts -k deploy/"),
+    ];
+    Switching {
+        to_helm,
+        to_kustomize,
+    }
 }
 
 /// `crd` with the annotation that has `helm uninstall` leave it.
@@ -624,6 +683,46 @@ mod tests {
                 .ends_with("--namespace op --create-namespace -f deploy/values.yaml"),
             "{}",
             own[0].raw()
+        );
+    }
+
+    #[test]
+    fn each_overlay_is_handed_to_the_release_the_install_command_names() {
+        let chart = chart("op", "ops", true, ALL, None).unwrap();
+        let overlays: Vec<&str> = chart
+            .switching
+            .to_helm
+            .iter()
+            .map(|adoption| adoption.overlay.raw())
+            .collect();
+        assert_eq!(overlays, ["deploy/local/", "deploy/"]);
+        for adoption in &chart.switching.to_helm {
+            let [label, annotate, install] = adoption.commands.as_slice() else {
+                panic!("{:?}", adoption.commands);
+            };
+            let overlay = adoption.overlay.raw();
+            assert!(label.raw().contains(&format!("-k {overlay} ")), "{label:?}");
+            assert!(label.raw().ends_with("app.kubernetes.io/managed-by=Helm"));
+            assert!(
+                annotate
+                    .raw()
+                    .starts_with(&format!("kubectl kustomize {overlay} |")),
+                "{annotate:?}"
+            );
+            assert!(
+                annotate
+                    .raw()
+                    .ends_with("meta.helm.sh/release-name=op meta.helm.sh/release-namespace=ops")
+            );
+            assert_eq!(install, &chart.install[0]);
+        }
+        let back: Vec<&str> = chart.switching.to_kustomize.iter().map(Text::raw).collect();
+        assert_eq!(
+            back,
+            [
+                "helm uninstall op --namespace ops",
+                "kubectl apply --server-side --force-conflicts -k deploy/",
+            ]
         );
     }
 
