@@ -147,14 +147,20 @@ impl Suite {
         let before = self.reconciles_per_replica()?;
         let uid = self.create_primary("replicated")?;
         self.wait_child(&uid, None)?;
-        let after = self.reconciles_per_replica()?;
-        let reconciled: Vec<&String> = after
-            .iter()
-            .filter(|(name, count)| before.get(*name).is_none_or(|was| *count > was))
-            .map(|(name, _)| name)
-            .collect();
+        // The count goes up once the reconcile has returned, just after its child was written.
+        let mut after = BTreeMap::new();
+        let mut reconciled = Vec::new();
+        self.eventually("the reconcile of the new primary to be counted", || {
+            after = self.reconciles_per_replica()?;
+            reconciled = after
+                .iter()
+                .filter(|(name, count)| **count > before.get(*name).copied().unwrap_or(0))
+                .map(|(name, _)| name.clone())
+                .collect();
+            Ok(!reconciled.is_empty())
+        })?;
         let leader = self.leader()?.name;
-        if after.len() < 2 || reconciled != [&leader] {
+        if after.len() < 2 || reconciled != [leader.clone()] {
             bail!(
                 "reconciles per pod went from {before:?} to {after:?}; only the leader, {leader}, should have reconciled"
             );

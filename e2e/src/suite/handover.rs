@@ -24,6 +24,8 @@ use crate::kit::Workload;
 /// The crate handed over: the one the user tried it with.
 pub(crate) const HANDED_OVER: &str = "prometheusrule-controller";
 
+/// The primary that must outlive the switches.
+const HANDED_OVER_PRIMARY: &str = "handed-over";
 /// OPERATOR.md's section that holds the commands.
 const SECTION: &str = "### Switching between kustomize and Helm";
 /// The paragraphs whose code blocks are run, in this order.
@@ -34,7 +36,9 @@ const LOCAL_RUN: &str = "kubectl apply --server-side -k deploy/local/";
 
 impl Suite {
     pub(super) fn handed_to_helm_and_back(&mut self) -> Result<()> {
-        let text = fs::read_to_string(self.dir.join("OPERATOR.md"))?;
+        let operator_md = self.dir.join("OPERATOR.md");
+        let text = fs::read_to_string(&operator_md)
+            .with_context(|| format!("reading {}", operator_md.display()))?;
         let to_helm = commands_under(&text, FROM_LOCAL)?;
         let back = commands_under(&text, BACK)?;
         let pods = Workload::new(
@@ -52,20 +56,26 @@ impl Suite {
     fn hand_over(&mut self, to_helm: &[String], back: &[String], pods: &Workload) -> Result<()> {
         self.load_image(&self.chart_image()?)?;
         self.as_pasted(LOCAL_RUN)?;
-        let uid = self.create_primary("handed-over")?;
+        let uid = self.create_primary(HANDED_OVER_PRIMARY)?;
         for command in to_helm {
             self.as_pasted(command)?;
         }
-        pods.wait_ready(READY)?;
+        pods.wait_ready(READY)
+            .context("the release's pods, after the hand-over to Helm")?;
         // The release's pods reconcile what was created before they ran.
         self.wait_child(&uid, None)?;
         self.crd_changed_by_helm()?;
         let [uninstall, apply @ ..] = back else {
             bail!("OPERATOR.md's {BACK:?} block is empty");
         };
+        if !uninstall.starts_with("helm uninstall ") {
+            bail!("OPERATOR.md's {BACK:?} block starts with {uninstall:?}, not `helm uninstall`");
+        }
         self.as_pasted(uninstall)?;
-        match self.as_pasted("kubectl apply --server-side -k deploy/") {
-            Err(refused) if format!("{refused:#}").contains("conflict") => {}
+        // A server dry run: it finds the conflicts, and writes nothing the commands after it
+        // would otherwise have to.
+        match self.as_pasted("kubectl apply --server-side --dry-run=server -k deploy/") {
+            Err(refused) if format!("{refused:#}").contains(r#"conflict with "helm""#) => {}
             Err(other) => return Err(other.context("a plain apply after `helm uninstall`")),
             Ok(_) => bail!(
                 "a plain `kubectl apply --server-side -k deploy/` after `helm uninstall` took a \
@@ -76,8 +86,9 @@ impl Suite {
         for command in apply {
             self.as_pasted(command)?;
         }
-        pods.wait_ready(READY)?;
-        if self.uid("handed-over")? != uid {
+        pods.wait_ready(READY)
+            .context("the pods of deploy/, back from Helm")?;
+        if self.uid(HANDED_OVER_PRIMARY)? != uid {
             bail!("the primary created before the hand-over is not the one there after it");
         }
         println!(
@@ -87,7 +98,7 @@ impl Suite {
             to_helm.len() + back.len(),
             self.deploy_namespace
         );
-        self.delete_primary("handed-over")
+        self.delete_primary(HANDED_OVER_PRIMARY)
     }
 
     /// Writes a field of the CRD that `deploy/` also sets, as helm's field manager: what a
@@ -131,7 +142,7 @@ impl Suite {
             .env("PATH", path)
             .env("KUBECONFIG", self.env.kubectl.kubeconfig())
             .output()
-            .context("running sh")?;
+            .with_context(|| format!("running `{command}` through sh"))?;
         if !output.status.success() {
             bail!(
                 "`{command}` in {}: {}",
@@ -146,10 +157,33 @@ impl Suite {
     /// install shares, then applies the suite's `deploy/local/` again, whose cluster-wide RBAC
     /// has the same names.
     fn remove_handed_over(&mut self, pods: &Workload) -> Result<()> {
-        let _ = self.as_pasted(&format!(
+        let uninstall = format!(
             "helm uninstall {} --namespace {} --ignore-not-found",
             self.name, self.deploy_namespace
-        ));
+        );
+        if let Err(failed) = self.as_pasted(&uninstall) {
+            eprintln!("{}: {failed:#}", self.name);
+        }
+        // A check that failed midway left its primary, which no operator may be left to
+        // release.
+        if self.admin_found(&[
+            "get",
+            self.primary.as_str(),
+            HANDED_OVER_PRIMARY,
+            "-n",
+            self.namespace.as_str(),
+            "--ignore-not-found",
+            "-o",
+            "name",
+        ])? {
+            let primary = self.primary.clone();
+            self.merge_patch(
+                &primary,
+                HANDED_OVER_PRIMARY,
+                r#"{"metadata":{"finalizers":null}}"#,
+            )?;
+            self.delete_primary(HANDED_OVER_PRIMARY)?;
+        }
         let namespace = self.deploy_namespace.clone();
         let deployment = self.admin_found(&[
             "get",
