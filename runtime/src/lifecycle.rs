@@ -224,6 +224,7 @@ where
             conditions.begin(&key);
         }
         let observed = Arc::clone(&obj);
+        let mut gone = false;
         let result = match &self.finalizer {
             Some(name) => {
                 let finalized = finalizer(api, name, obj, |event| async move {
@@ -234,12 +235,11 @@ where
                 })
                 .await;
                 match finalized {
-                    // The cache still showed the finalizer of an object whose finalizer an
-                    // earlier reconcile removed: it is gone, and so is the work.
-                    Err(finalizer::Error::RemoveFinalizer(kube::Error::Api(status)))
-                        if status.code == 404 =>
-                    {
-                        tracing::debug!(object = %key, "deleted before its finalizer was removed again");
+                    // The cache still showed an object that was deleted since: it is gone, and
+                    // so is the work (and the condition it would have carried).
+                    Err(error) if deleted_meanwhile(&error) => {
+                        tracing::debug!(object = %key, "deleted before its finalizer could be written");
+                        gone = true;
                         Ok(Action::await_change())
                     }
                     finalized => finalized.map_err(H::Error::from),
@@ -248,11 +248,11 @@ where
             None => hooks.apply(obj).await,
         };
         let result = match &self.conditions {
-            Some(conditions) => match conditions.record(api, &observed, &result).await {
+            Some(conditions) if !gone => match conditions.record(api, &observed, &result).await {
                 Err(error) if result.is_ok() => Err(error.into()),
                 _ => result,
             },
-            None => result,
+            _ => result,
         };
         self.outcomes.record(&key, started, &result);
         events::report(&self.recorder, &reference, &result, failed_before).await;
@@ -314,6 +314,21 @@ where
     fn cleanup(self, obj: Arc<K>) -> impl Future<Output = Result<Action, E>> + Send {
         (self.1)(obj)
     }
+}
+
+/// Whether the finalizer's patch found no object: one the cache still showed was deleted
+/// before the finalizer could be added (deleted while it had none) or removed again (an
+/// earlier reconcile removed it, and the object went at once). Neither is a failure.
+fn deleted_meanwhile<E>(error: &finalizer::Error<E>) -> bool
+where
+    E: std::error::Error + 'static,
+{
+    matches!(
+        error,
+        finalizer::Error::AddFinalizer(kube::Error::Api(status))
+            | finalizer::Error::RemoveFinalizer(kube::Error::Api(status))
+            if status.code == 404
+    )
 }
 
 /// The `cleanup` hook of an operator without a finalizer, for [`Lifecycle::reconcile`]: never
@@ -526,6 +541,34 @@ mod tests {
         drop((lifecycle, api, client));
         let seen = server.await.expect("the mock API server ran");
         assert_eq!(at(&seen, POD_PATH).len(), 1, "one removal tried: {seen:#?}");
+    }
+
+    #[tokio::test]
+    async fn an_object_deleted_before_its_finalizer_is_added_is_no_failure_and_gets_no_condition() {
+        let (client, server) = mock_api(|_| (404, crate::testing::not_found()));
+        let api = Api::<Pod>::namespaced(client.clone(), "default");
+        let lifecycle = lifecycle(&client)
+            .with_finalizer(FINALIZER)
+            .with_condition(CONDITION, FIELD_MANAGER);
+        let probe = Probe::default();
+        let action = run(&lifecycle, &api, &probe, &pod()).await;
+        assert_eq!(action.expect("nothing left to do"), Action::await_change());
+        assert_eq!(
+            probe.applied.load(SeqCst),
+            0,
+            "apply waits for the finalizer"
+        );
+        drop((lifecycle, api, client));
+        let seen = server.await.expect("the mock API server ran");
+        assert_eq!(
+            seen.len(),
+            1,
+            "one addition tried, and no condition written: {seen:#?}"
+        );
+        assert_eq!(
+            (seen[0].path(), &seen[0].method),
+            (POD_PATH, &Method::PATCH)
+        );
     }
 
     #[tokio::test]
