@@ -62,7 +62,8 @@ enum Needs {
     Conversion,
     /// A namespace of the operator's own (see `Webhooks::exempt_label`).
     OwnNamespace,
-    /// A sample the shipped tests create (`manifest::sample`).
+    /// A sample the shipped tests create (`manifest::sample`), or a generic operator's sample
+    /// of each kind (`manifest::samples`).
     Sample,
 }
 
@@ -75,7 +76,7 @@ impl Needs {
             Needs::Admission => webhooks.is_some_and(|w| !w.configurations.is_empty()),
             Needs::Conversion => webhooks.is_some_and(|w| w.conversion.is_some()),
             Needs::OwnNamespace => operator.deploy.own_namespace,
-            Needs::Sample => operator.tests.sample,
+            Needs::Sample => operator.tests.sample || operator.controller.reconciled.generic,
         }
     }
 }
@@ -155,7 +156,7 @@ const TEMPLATES: &[Template] = &[
     template!("types_derived.rs.tera" => "src/types.rs", Scaffold, RustAsWritten, Derived),
     template!("types_dynamic.rs.tera" => "src/types.rs", Generated, RustAsWritten, Dynamic),
     template!("crdgen.rs.tera" => "src/bin/crdgen.rs", Generated, RustAsWritten, Derived),
-    template!("tests/cluster.rs.tera" => "tests/cluster.rs", Generated, RustAsWritten, needs Sample, Imported, Dynamic, Builtin, Derived),
+    template!("tests/cluster.rs.tera" => "tests/cluster.rs", Generated, RustAsWritten, needs Sample),
 ];
 
 impl Template {

@@ -551,7 +551,7 @@ fn controller(
         drain_label: Text::new(format!("drain.operator-gen.io/{crate_name}")),
         namespace_scoped: scope == manifest::Scope::Namespace,
         leaves_own_workload: matches!(facts.archetype, Archetype::Builtin | Archetype::Generic),
-        reconciled: Reconciled::new(facts.archetype, &primary.kinds),
+        reconciled: Reconciled::new(facts.archetype, &primary.kinds, &primary.kind_samples),
     })
 }
 

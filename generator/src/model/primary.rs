@@ -77,6 +77,10 @@ pub struct Primary {
     /// The kinds reconciled: a generic primary's list, or a built-in primary's one kind, for
     /// `types.rs` to re-export; empty otherwise.
     pub kinds: Vec<Related>,
+    /// A generic primary's sample body of each kind `sample:` gives one for, by kind: the
+    /// objects its cluster test creates.
+    #[serde(skip)]
+    pub kind_samples: BTreeMap<String, Text>,
 }
 
 /// Which optional fields a CRD's condition items declare; `type` and `status` always exist.
@@ -169,6 +173,7 @@ impl Names<'_> {
             sample_breaks_rules: false,
             storage_version: false,
             kinds: Vec::new(),
+            kind_samples: BTreeMap::new(),
         }
     }
 }
@@ -189,16 +194,8 @@ pub(super) fn facts(
         PrimaryInput::Derived(d) => {
             given_sample(manifest_origin, derived(manifest_origin, d)?, sample)?
         }
-        PrimaryInput::Generic(kinds) => generic(kinds),
+        PrimaryInput::Generic(kinds) => generic(manifest_origin, kinds, sample)?,
     };
-    if sample.is_some() && facts.primary.sample.is_none() {
-        return Err(Error::Manifest {
-            location: format!("{manifest_origin}: field `sample`"),
-            reason: "a generic operator reconciles metadata of built-in kinds, and its shipped \
-                     tests create no sample; remove `sample`"
-                .to_owned(),
-        });
-    }
     Ok(facts)
 }
 
@@ -211,11 +208,17 @@ fn given_sample(
     mut facts: PrimaryFacts,
     sample: Option<&serde_json::Value>,
 ) -> Result<PrimaryFacts> {
-    let Some(sample) = sample else {
-        return Ok(facts);
-    };
+    if let Some(sample) = sample {
+        facts.primary.sample = Some(given_body(manifest_origin, "sample", sample)?);
+    }
+    Ok(facts)
+}
+
+/// The body of a sample that `field` of the manifest gives: the fields beside `metadata`, as
+/// JSON.
+fn given_body(manifest_origin: &str, field: &str, sample: &serde_json::Value) -> Result<Text> {
     let refused = |reason: &str| Error::Manifest {
-        location: format!("{manifest_origin}: field `sample`"),
+        location: format!("{manifest_origin}: field `{field}`"),
         reason: reason.to_owned(),
     };
     let Some(body) = sample.as_object() else {
@@ -223,16 +226,15 @@ fn given_sample(
             "write the sample's fields beside `metadata` as a mapping: `sample: { spec: { … } }`",
         ));
     };
-    if let Some(field) = ["apiVersion", "kind", "metadata"]
+    if let Some(reserved) = ["apiVersion", "kind", "metadata"]
         .into_iter()
         .find(|f| body.contains_key(*f))
     {
         return Err(refused(&format!(
-            "`{field}` is the operator's to set on the sample; give only the fields beside it"
+            "`{reserved}` is the operator's to set on the sample; give only the fields beside it"
         )));
     }
-    facts.primary.sample = Some(Text::new(sample.to_string()));
-    Ok(facts)
+    Ok(Text::new(sample.to_string()))
 }
 
 fn imported(
@@ -582,7 +584,14 @@ fn kube_args(root: Option<&Ident>, namespaced: bool) -> Code {
     Code::composed(format!("{}{namespaced}", root.unwrap_or_default()))
 }
 
-fn generic(kinds: &[k8s_catalog::BuiltinKind]) -> PrimaryFacts {
+/// A generic primary over `kinds`. Its `sample:` is a mapping by kind (`sample: { Deployment:
+/// { spec: … } }`): one object of each kind is what the cluster test creates, and a kind it
+/// does not name gets an empty one.
+fn generic(
+    manifest_origin: &str,
+    kinds: &[k8s_catalog::BuiltinKind],
+    sample: Option<&serde_json::Value>,
+) -> Result<PrimaryFacts> {
     let names: Vec<&str> = kinds.iter().map(|k| k.kind).collect();
     let joined = names.join(", ");
     let mut primary = Names {
@@ -599,7 +608,41 @@ fn generic(kinds: &[k8s_catalog::BuiltinKind]) -> PrimaryFacts {
     related.dedup_by(|a, b| a.rust_name == b.rust_name);
     let mut facts = PrimaryFacts::plain(primary, Archetype::Generic);
     facts.primary.kinds = related;
-    facts
+    facts.primary.kind_samples = generic_samples(manifest_origin, kinds, sample)?;
+    Ok(facts)
+}
+
+/// The sample body of each of `kinds` that a generic primary's `sample:` gives.
+fn generic_samples(
+    manifest_origin: &str,
+    kinds: &[k8s_catalog::BuiltinKind],
+    sample: Option<&serde_json::Value>,
+) -> Result<BTreeMap<String, Text>> {
+    let Some(sample) = sample else {
+        return Ok(BTreeMap::new());
+    };
+    let by_kind = sample.as_object().ok_or_else(|| Error::Manifest {
+        location: format!("{manifest_origin}: field `sample`"),
+        reason: "a generic operator's samples are given by kind: \
+                 `sample: { Deployment: { spec: { … } } }`"
+            .to_owned(),
+    })?;
+    let mut samples = BTreeMap::new();
+    for (kind, body) in by_kind {
+        if !kinds.iter().any(|k| k.kind == kind.as_str()) {
+            return Err(Error::Manifest {
+                location: format!("{manifest_origin}: field `sample`"),
+                reason: format!(
+                    "a generic operator's samples are given by the kinds it reconciles ({}); \
+                     a key of `sample` is none of them",
+                    kinds.iter().map(|k| k.kind).collect::<Vec<_>>().join(", ")
+                ),
+            });
+        }
+        let field = format!("sample.{kind}");
+        samples.insert(kind.clone(), given_body(manifest_origin, &field, body)?);
+    }
+    Ok(samples)
 }
 
 /// The condition fields of `schema`'s `status.conditions`, when its items are objects with

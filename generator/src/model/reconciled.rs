@@ -7,10 +7,12 @@
 //! operator's hooks take `Arc<Primary>` and `Arc<Context>`, as hand-written code would. The
 //! templates print these generic parameters from here, so every file spells them the same way.
 
+use std::collections::BTreeMap;
+
 use serde::Serialize;
 
 use super::{Archetype, Related};
-use crate::text::{Code, Constant, Ident, RustPath};
+use crate::text::{Code, Constant, Ident, RustPath, Text};
 
 /// The kinds reconciled, and how the generated items name them.
 #[derive(Debug, Clone, Serialize)]
@@ -37,12 +39,22 @@ pub struct ReconciledKind {
     /// The kind as the argument of `Primary` and `Context`: `<crate::types::Deployment>`, or
     /// none. The path is whole, so that no file imports the kinds by name.
     pub args: Code,
+    /// A generic operator's kind, as the API names it: for the docs of its sample.
+    pub kind: Option<Text>,
+    /// The body of this kind's sample that `sample:` in `operator.yaml` gives a generic
+    /// operator (`sample.Deployment`); none where it gives none, and the sample is empty.
+    pub sample: Option<Text>,
 }
 
 impl Reconciled {
     /// The kinds an operator of `archetype` reconciles: `kinds` for a generic one, otherwise
     /// its typed primary alone.
-    pub(super) fn new(archetype: Archetype, kinds: &[Related]) -> Self {
+    /// `samples` are a generic operator's sample bodies, by kind.
+    pub(super) fn new(
+        archetype: Archetype,
+        kinds: &[Related],
+        samples: &BTreeMap<String, Text>,
+    ) -> Self {
         if archetype != Archetype::Generic {
             return Self {
                 generic: false,
@@ -52,6 +64,8 @@ impl Reconciled {
                 kinds: vec![ReconciledKind {
                     ident: Ident::constant("primary"),
                     args: Code::empty(),
+                    kind: None,
+                    sample: None,
                 }],
             };
         }
@@ -62,6 +76,8 @@ impl Reconciled {
                 args: Code::type_arguments(
                     &RustPath::constant("crate::types").join(&kind.rust_name),
                 ),
+                kind: Some(kind.kind.clone()),
+                sample: samples.get(kind.kind.raw()).cloned(),
             })
             .collect();
         Self {
@@ -85,7 +101,7 @@ mod tests {
 
     #[test]
     fn a_typed_primary_is_one_kind_and_nothing_is_generic() {
-        let reconciled = Reconciled::new(Archetype::Imported, &[]);
+        let reconciled = Reconciled::new(Archetype::Imported, &[], &BTreeMap::new());
         assert!(!reconciled.generic);
         assert_eq!(reconciled.kinds.len(), 1);
         assert_eq!(reconciled.kinds[0].ident, "primary");
@@ -97,7 +113,8 @@ mod tests {
     #[test]
     fn a_generic_operator_reconciles_each_kind_named_as_a_type_argument() {
         let kinds = [builtin("Deployment"), builtin("ConfigMap")];
-        let reconciled = Reconciled::new(Archetype::Generic, &kinds);
+        let samples = BTreeMap::from([("Deployment".to_owned(), Text::new("{\"spec\":{}}"))]);
+        let reconciled = Reconciled::new(Archetype::Generic, &kinds, &samples);
         assert!(reconciled.generic);
         let named: Vec<(&str, &str)> = reconciled
             .kinds
@@ -110,6 +127,16 @@ mod tests {
                 ("deployment", "<crate::types::Deployment>"),
                 ("config_map", "<crate::types::ConfigMap>")
             ]
+        );
+        let samples: Vec<Option<&str>> = reconciled
+            .kinds
+            .iter()
+            .map(|kind| kind.sample.as_ref().map(Text::raw))
+            .collect();
+        assert_eq!(
+            samples,
+            [Some("{\"spec\":{}}"), None],
+            "each kind has the sample given for it"
         );
         assert_eq!(reconciled.params.as_str(), "<K: Kind>");
         assert_eq!(reconciled.args.as_str(), "<K>");

@@ -1103,6 +1103,56 @@ fn a_generic_primary_takes_relations_a_namespace_scope_and_sharding() {
 }
 
 #[test]
+fn a_generic_primarys_samples_are_given_by_kind_and_a_kind_it_does_not_reconcile_is_refused() {
+    let generic = |manifest: &str| analyze_generic(&["Deployment", "ConfigMap"], manifest);
+    let given = generic("sample: { Deployment: { spec: { replicas: 0 } } }")
+        .expect("a Deployment's sample")
+        .operator;
+    let samples: Vec<(&str, Option<&str>)> = given
+        .controller
+        .reconciled
+        .kinds
+        .iter()
+        .map(|kind| (kind.ident.as_str(), kind.sample.as_ref().map(Text::raw)))
+        .collect();
+    assert_eq!(
+        samples,
+        [
+            ("config_map", None),
+            ("deployment", Some(r#"{"spec":{"replicas":0}}"#))
+        ]
+    );
+    for (manifest, field, says) in [
+        (
+            "sample: { Secret: {} }",
+            "field `sample`",
+            "Deployment, ConfigMap",
+        ),
+        (
+            "sample: { spec: {} }",
+            "field `sample`",
+            "kinds it reconciles",
+        ),
+        (
+            "sample: { Deployment: [1] }",
+            "field `sample.Deployment`",
+            "as a mapping",
+        ),
+        (
+            "sample: { ConfigMap: { metadata: {} } }",
+            "field `sample.ConfigMap`",
+            "`metadata` is the operator's",
+        ),
+    ] {
+        let error = generic(manifest).expect_err(manifest).to_string();
+        assert!(
+            error.contains(field) && error.contains(says),
+            "{manifest}: {error}"
+        );
+    }
+}
+
+#[test]
 fn related_kinds_are_named_only_inside_the_manifests_related_module() {
     // Every relation, sharding and the default predicates: what imports the most.
     let operator = analyze_with(

@@ -2,13 +2,16 @@
 //! server in `KUBECONFIG`, from a sample's creation to its deletion. It is written here once,
 //! for any [`Operator`], and says why when it fails.
 
-use std::{future::Future, sync::Arc, time::Duration};
+use std::{fmt::Debug, future::Future, sync::Arc, time::Duration};
 
+use futures::future::BoxFuture;
 use kube::{
     Api, Client, Resource, ResourceExt,
-    api::{DeleteParams, PostParams},
+    api::{DeleteParams, PartialObjectMeta, PostParams},
     runtime::reflector::ObjectRef,
 };
+use serde::{Serialize, de::DeserializeOwned};
+use tokio::task::JoinHandle;
 
 use super::LogTail;
 use crate::{
@@ -39,75 +42,196 @@ pub async fn reconciles_a_sample<O, Run, Ran>(
     Run: FnOnce(Arc<Context<O>>) -> Ran,
     Ran: Future<Output = Result<(), leader::Error>> + Send + 'static,
 {
-    assert!(
-        std::env::var_os("KUBECONFIG").is_some(),
-        "no KUBECONFIG: point it at a cluster where deploy/base/crd.yaml is applied"
-    );
-    let logs = LogTail::new(LOG_LINES);
-    logs.install();
-    let client = Client::try_default()
-        .await
-        .expect("a client for the cluster in KUBECONFIG");
-    let namespaced = <<O::Primary as Resource>::Scope as WatchScope>::NAMESPACED;
-    let namespace = namespaced.then(|| client.default_namespace().to_owned());
-    let api: Api<O::Primary> =
-        <<O::Primary as Resource>::Scope as WatchScope>::api(client.clone(), namespace.as_deref());
-    let name = format!("{}-{}", O::NAME, std::process::id());
-    let sample = sample(&name, namespace.as_deref()).expect("the sample fits the types");
-    let ctx = Arc::new(Context::<O>::new(client));
-    let operator = tokio::spawn(run(Arc::clone(&ctx)));
-    if matches!(O::READY_WHEN, ReadyWhen::WebhooksServe { .. }) {
-        // Where deploy/base/webhooks.yaml is installed, the API server calls this process's own
-        // webhooks (`WEBHOOK_ADDR`), which serve once they have the certificate.
-        let serving = async {
-            while !ctx.metrics.is_ready() {
-                tokio::time::sleep(Duration::from_millis(100)).await;
+    let mut cluster = Cluster::connect().await;
+    let ctx = Arc::new(Context::<O>::new(cluster.client.clone()));
+    cluster.run(run(Arc::clone(&ctx)));
+    let sampled = Sampled {
+        sample,
+        read_back: whole::<O::Primary>,
+    };
+    sampled.is_reconciled_and_deleted(&ctx, &cluster.logs).await;
+}
+
+/// The cluster in `KUBECONFIG`, with an operator run in this process against it and the
+/// operator's last log lines: where a test checks the operator's kinds in turn, as a generic
+/// operator's does (one operator, one Lease and one webhook port for all of them). The operator
+/// stops when this is dropped.
+pub struct Cluster {
+    client: Client,
+    logs: LogTail,
+    operator: Option<JoinHandle<Result<(), leader::Error>>>,
+}
+
+impl Cluster {
+    /// A client for the cluster in `KUBECONFIG`, with this process's log lines kept from now.
+    ///
+    /// # Panics
+    /// Without `KUBECONFIG`, or when it gives no client.
+    pub async fn connect() -> Self {
+        assert!(
+            std::env::var_os("KUBECONFIG").is_some(),
+            "no KUBECONFIG: point it at a cluster where the operator's deploy/local/ is applied"
+        );
+        let logs = LogTail::new(LOG_LINES);
+        logs.install();
+        let client = Client::try_default()
+            .await
+            .expect("a client for the cluster in KUBECONFIG");
+        Self {
+            client,
+            logs,
+            operator: None,
+        }
+    }
+
+    /// The client, for the operator's contexts.
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
+    /// Runs `operator` in this process until this is dropped (or another is run instead).
+    pub fn run<Ran>(&mut self, operator: Ran)
+    where
+        Ran: Future<Output = Result<(), leader::Error>> + Send + 'static,
+    {
+        if let Some(earlier) = self.operator.replace(tokio::spawn(operator)) {
+            earlier.abort();
+        }
+    }
+
+    /// [`reconciles_a_sample`] for a kind `K` whose metadata the running operator reconciles
+    /// (its primary is `PartialObjectMeta<K>`) in `ctx`: creates the whole `K` that `sample`
+    /// makes, reads back its metadata until it is reconciled, deletes it and waits until it is
+    /// gone.
+    ///
+    /// # Panics
+    /// As [`reconciles_a_sample`] does.
+    pub async fn reconciles_the_metadata_of_a_sample<O, K>(
+        &self,
+        ctx: &Context<O>,
+        sample: fn(&str, Option<&str>) -> serde_json::Result<K>,
+    ) where
+        O: Operator<Primary = PartialObjectMeta<K>>,
+        K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Serialize + Debug + Send + Sync,
+        K: 'static,
+        K::Scope: WatchScope,
+    {
+        let sampled = Sampled {
+            sample,
+            read_back: metadata::<K>,
+        };
+        sampled.is_reconciled_and_deleted(ctx, &self.logs).await;
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        if let Some(operator) = self.operator.take() {
+            operator.abort();
+        }
+    }
+}
+
+/// How the test reads back, as the primary `P`, the object of kind `S` it created.
+type ReadBack<S, P> = for<'a> fn(&'a Api<S>, &'a str) -> BoxFuture<'a, kube::Result<Option<P>>>;
+
+/// The object itself, where it is the primary.
+fn whole<'a, P>(api: &'a Api<P>, name: &'a str) -> BoxFuture<'a, kube::Result<Option<P>>>
+where
+    P: Clone + DeserializeOwned + Debug + Send + 'static,
+{
+    Box::pin(api.get_opt(name))
+}
+
+/// Its metadata, where the primary is `PartialObjectMeta<K>`.
+fn metadata<'a, K>(
+    api: &'a Api<K>,
+    name: &'a str,
+) -> BoxFuture<'a, kube::Result<Option<PartialObjectMeta<K>>>>
+where
+    K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
+{
+    Box::pin(api.get_metadata_opt(name))
+}
+
+/// The object the test creates, of kind `S`, and how it reads back the primary it is.
+struct Sampled<S, P> {
+    sample: fn(&str, Option<&str>) -> serde_json::Result<S>,
+    read_back: ReadBack<S, P>,
+}
+
+impl<S, P> Sampled<S, P>
+where
+    S: Resource<DynamicType = ()> + Clone + DeserializeOwned + Serialize + Debug,
+    S::Scope: WatchScope,
+    P: Resource<DynamicType = ()> + Serialize,
+{
+    /// Creates the sample while an operator runs around `ctx`, waits until it is reconciled,
+    /// deletes it and waits until it is gone; `logs` say why when it is not.
+    async fn is_reconciled_and_deleted<O>(&self, ctx: &Context<O>, logs: &LogTail)
+    where
+        O: Operator<Primary = P>,
+    {
+        let namespaced = <S::Scope as WatchScope>::NAMESPACED;
+        let namespace = namespaced.then(|| ctx.client.default_namespace().to_owned());
+        let api: Api<S> = <S::Scope as WatchScope>::api(ctx.client.clone(), namespace.as_deref());
+        let name = format!("{}-{}", O::NAME, std::process::id());
+        let sample = (self.sample)(&name, namespace.as_deref()).expect("the sample fits the types");
+        if matches!(O::READY_WHEN, ReadyWhen::WebhooksServe { .. }) {
+            // Where deploy/base/webhooks.yaml is installed, the API server calls this
+            // process's own webhooks (`WEBHOOK_ADDR`), which serve once they have the
+            // certificate.
+            let serving = async {
+                while !ctx.metrics.is_ready() {
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            };
+            if tokio::time::timeout(PATIENCE, serving).await.is_err() {
+                eprintln!("the webhooks are not serving; creating the sample anyway");
+            }
+        }
+        if let Err(error) = api.create(&PostParams::default(), &sample).await {
+            panic!(
+                "the API server refused {name}, the sample: {error}. Is deploy/base/crd.yaml \
+                 applied? Where the schema asks for more than its least object gives (a \
+                 `pattern`, a name that must resolve), set those fields under `sample:` in \
+                 operator.yaml."
+            );
+        }
+        let mut key = ObjectRef::<P>::new(&name);
+        key.namespace = namespace;
+        let reconciled = async {
+            loop {
+                let live = (self.read_back)(&api, &name).await;
+                let live = live.expect("reading the sample back");
+                if let Some(live) = live.filter(|live| is_reconciled(ctx, &key, live)) {
+                    return live;
+                }
+                tokio::time::sleep(Duration::from_millis(250)).await;
             }
         };
-        if tokio::time::timeout(PATIENCE, serving).await.is_err() {
-            eprintln!("the webhooks are not serving; creating the sample anyway");
-        }
-    }
-    if let Err(error) = api.create(&PostParams::default(), &sample).await {
-        panic!(
-            "the API server refused {name}, the least object the schema allows: {error}. \
-             Is deploy/base/crd.yaml applied? Where the schema asks for more than its least \
-             object gives (a `pattern`, a name that must resolve), set those fields under \
-             `sample:` in operator.yaml."
-        );
-    }
-    let key = ObjectRef::from_obj(&sample);
-    let reconciled = async {
-        loop {
-            let live = api.get(&name).await.expect("reading the sample back");
-            if is_reconciled(&ctx, &key, &live) {
-                return live;
+        let outcome = tokio::time::timeout(PATIENCE, reconciled).await;
+        let deleted = api.delete(&name, &DeleteParams::default()).await;
+        let live = outcome.unwrap_or_else(|_| {
+            let status_error = ctx.last_status_error().unwrap_or_else(|| "none".to_owned());
+            panic!(
+                "{name} was not reconciled within {PATIENCE:?}; failures so far: {}; the last \
+                 error writing its condition: {status_error}; the operator's last log lines:\n{}",
+                ctx.failure_count(&key),
+                logs.lines()
+            )
+        });
+        assert_eq!(live.meta().name.as_deref(), Some(name.as_str()));
+        deleted.expect("deleting the sample");
+        // With a finalizer, deletion waits for the cleanup hook to succeed and release it.
+        let gone = async {
+            while !matches!(api.get_opt(&name).await, Ok(None)) {
+                tokio::time::sleep(Duration::from_millis(250)).await;
             }
-            tokio::time::sleep(Duration::from_millis(250)).await;
-        }
-    };
-    let outcome = tokio::time::timeout(PATIENCE, reconciled).await;
-    let deleted = api.delete(&name, &DeleteParams::default()).await;
-    let live = outcome.unwrap_or_else(|_| {
-        let status_error = ctx.last_status_error().unwrap_or_else(|| "none".to_owned());
-        panic!(
-            "{name} was not reconciled within {PATIENCE:?}; failures so far: {}; the last \
-             error writing its condition: {status_error}; the operator's last log lines:\n{}",
-            ctx.failure_count(&key),
-            logs.lines()
-        )
-    });
-    assert_eq!(live.name_any(), name);
-    deleted.expect("deleting the sample");
-    // With a finalizer, deletion waits for the cleanup hook to succeed and release it.
-    let gone = async {
-        while !matches!(api.get_opt(&name).await, Ok(None)) {
-            tokio::time::sleep(Duration::from_millis(250)).await;
-        }
-    };
-    let gone = tokio::time::timeout(PATIENCE, gone).await;
-    operator.abort();
-    assert!(gone.is_ok(), "{name} was not deleted within {PATIENCE:?}");
+        };
+        let gone = tokio::time::timeout(PATIENCE, gone).await;
+        assert!(gone.is_ok(), "{name} was not deleted within {PATIENCE:?}");
+    }
 }
 
 /// Whether the controller has reconciled `live` without failing, as far as the API shows: the
