@@ -217,6 +217,9 @@ external:
 requeue: { after: 5m, errorBackoff: 1s, errorBackoffMax: 2m }
 webhooks: { validating: true, mutating: true }
 sharding: true
+sample:
+  Deployment: { spec: { selector: { matchLabels: { app: web } } } }
+  StatefulSet: { spec: { serviceName: web } }
 runtime: { path: ../operator-gen/runtime }
 "#;
 
