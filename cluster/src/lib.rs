@@ -102,7 +102,7 @@ impl Cluster {
 
     /// The cluster at a pinned Kubernetes `version` (`binaries::resolve_kubernetes`).
     pub fn with_kubernetes(workspace: PathBuf, version: String) -> Self {
-        let state = workspace.join("target").join("cluster");
+        let state = state_folder(&workspace);
         Self {
             kubernetes: Component::kubernetes(&workspace, &version),
             workspace,
@@ -381,6 +381,12 @@ impl Cluster {
 }
 
 /// Waits up to 30 s until `address` accepts a connection.
+/// Where the cluster of the checkout `workspace` keeps its state: certificates, logs, pid
+/// files and the node's folders.
+fn state_folder(workspace: &Path) -> PathBuf {
+    workspace.join("target").join("cluster")
+}
+
 fn wait_listening(address: (&str, u16), what: &str, log: &Path) -> Result<()> {
     let deadline = Instant::now() + Duration::from_secs(30);
     while TcpStream::connect(address).is_err() {

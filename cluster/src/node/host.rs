@@ -4,8 +4,8 @@
 //! kernel settings it changed and removes only the machine-wide folders it created.
 //!
 //! The record lives in [`RUN_DIR`], machine-wide: a second checkout's `up` finds it and is
-//! refused, naming the checkout that runs the node; the same checkout's `up` after a killed
-//! run cleans up first, from the same record.
+//! refused, naming the checkout that runs the node; after a killed run (the same checkout's,
+//! or another's whose processes have all ended) `up` cleans up first, from the same record.
 
 use std::{
     collections::BTreeMap,
@@ -281,6 +281,10 @@ pub enum Claim {
     Free,
     /// A node of this checkout (`owner`), whose run was killed: clean it up, then start.
     Leftover,
+    /// A node of another checkout, named, of which nothing runs: no containerd answers on
+    /// its socket and no port of the cluster is taken. A run killed with its machine (a
+    /// session cut short, a CI job cancelled) leaves this; clean it up, then start.
+    Abandoned(PathBuf),
 }
 
 /// Whether a node may start here for the checkout `owner`.
@@ -295,6 +299,7 @@ pub fn claim(owner: &Path) -> Result<Claim> {
     if bridge || run {
         return match Record::load() {
             Some(record) if record.owner == owner => Ok(Claim::Leftover),
+            Some(record) if !node_runs() => Ok(Claim::Abandoned(record.owner)),
             Some(record) => bail!(
                 "a node already runs on this machine, started by the checkout {}: one node per \
                  machine, since kube-proxy's iptables chains and the kubelet's device-plugin \
@@ -329,12 +334,26 @@ pub fn claim(owner: &Path) -> Result<Claim> {
              on this machine, or left its rules; one node per machine"
         );
     }
-    for (port, what) in NODE_PORTS {
-        if std::net::TcpListener::bind(("0.0.0.0", port)).is_err() {
-            bail!("port {port}, where {what} listens, is in use on this machine");
-        }
+    if let Some((port, what)) = taken_port() {
+        bail!("port {port}, where {what} listens, is in use on this machine");
     }
     Ok(Claim::Free)
+}
+
+/// Whether anything of a node runs here: containerd answers on the node's socket, or a
+/// port the cluster listens on is taken. Pid files cannot tell, since they live in the
+/// checkout that started the node and a pid may since name another process.
+fn node_runs() -> bool {
+    let socket = Path::new(RUN_DIR).join("containerd.sock");
+    std::os::unix::net::UnixStream::connect(socket).is_ok() || taken_port().is_some()
+}
+
+/// The first port the cluster needs that something on this machine holds, with what listens
+/// there.
+fn taken_port() -> Option<(u16, &'static str)> {
+    NODE_PORTS
+        .into_iter()
+        .find(|(port, _)| std::net::TcpListener::bind(("0.0.0.0", *port)).is_err())
 }
 
 #[cfg(test)]

@@ -113,9 +113,20 @@ impl Node {
     /// that keep pod traffic on the machine.
     pub fn prepare(&self, control_plane: &Path) -> Result<Cgroups> {
         let cgroups = host::requirements(control_plane)?;
-        if host::claim(&self.owner)? == host::Claim::Leftover {
-            self.stop()?;
-            host::claim(&self.owner)?;
+        match host::claim(&self.owner)? {
+            host::Claim::Free => {}
+            host::Claim::Leftover => {
+                self.stop()?;
+                host::claim(&self.owner)?;
+            }
+            host::Claim::Abandoned(owner) => {
+                eprintln!(
+                    "taking apart the node that {} left on this machine: nothing of it runs",
+                    owner.display()
+                );
+                Self::new(&owner, &crate::state_folder(&owner)).stop()?;
+                host::claim(&self.owner)?;
+            }
         }
         host::Record::take(&self.owner)
             .and_then(|record| record.save())
