@@ -145,6 +145,12 @@ impl Cluster {
         Node::new(&self.workspace, &self.state)
     }
 
+    /// The pid of the control plane's or the node's process `name` (`kube-apiserver`), if it
+    /// runs: for a bench that samples its memory.
+    pub fn pid(&self, name: &str) -> Option<String> {
+        self.processes().pid(name)
+    }
+
     /// Where the node keeps its pods' logs and images.
     pub fn node_folders(&self) -> NodeFolders {
         self.node().folders().clone()

@@ -30,11 +30,20 @@ impl Processes {
         self.state.join(format!("{name}.pid"))
     }
 
-    /// The pid `name` was started with, if it was.
+    /// The pid of `name`, if it was started and that pid still names it. The pid file holds
+    /// the pid and the process's start time: after a killed run, or with the machine
+    /// restarted, the kernel may have given the pid to a process this never started, which
+    /// must not be signalled.
     pub fn pid(&self, name: &str) -> Option<String> {
-        fs::read_to_string(self.pid_file(name))
-            .ok()
-            .map(|pid| pid.trim().to_owned())
+        let text = fs::read_to_string(self.pid_file(name)).ok()?;
+        let names_it = match text.trim().split_once(' ') {
+            Some((pid, started)) => start_time(pid).is_some_and(|now| now == started),
+            // An older checkout's file, with the pid alone: the process's name must match.
+            None => fs::read_to_string(format!("/proc/{}/comm", text.trim()))
+                .is_ok_and(|comm| name.starts_with(comm.trim())),
+        };
+        let pid = text.trim().split(' ').next()?;
+        names_it.then(|| pid.to_owned())
     }
 
     /// Starts `command` as `name`, in its own process group, its output appended to its log.
@@ -52,7 +61,9 @@ impl Processes {
             .process_group(0)
             .spawn()
             .with_context(|| format!("starting {name}"))?;
-        fs::write(self.pid_file(name), child.id().to_string())?;
+        let pid = child.id().to_string();
+        let started = start_time(&pid).with_context(|| format!("{name} ended at once"))?;
+        fs::write(self.pid_file(name), format!("{pid} {started}"))?;
         Ok(())
     }
 
@@ -64,10 +75,9 @@ impl Processes {
     /// Stops `name`: asks it to end, kills it once `grace` has passed, and waits until it is
     /// gone, so that its ports and files are free for the next start.
     pub fn stop(&self, name: &str, grace: Duration) {
-        let Some(pid) = self.pid(name) else {
-            return;
-        };
-        stop_pid(&pid, grace);
+        if let Some(pid) = self.pid(name) {
+            stop_pid(&pid, grace);
+        }
         let _ = fs::remove_file(self.pid_file(name));
     }
 }
@@ -86,6 +96,16 @@ pub fn stop_pid(pid: &str, grace: Duration) {
             std::thread::sleep(Duration::from_millis(20));
         }
     }
+}
+
+/// When process `pid` started, in clock ticks after boot (`/proc/<pid>/stat`'s 22nd field),
+/// if it exists: with the pid, what tells one process from a later one given the same pid.
+fn start_time(pid: &str) -> Option<String> {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // `pid (comm) state ppid …`: comm may hold spaces and `)`; the fields after it count
+    // from the state, the third.
+    let (_, rest) = stat.rsplit_once(')')?;
+    rest.split_whitespace().nth(22 - 3).map(str::to_owned)
 }
 
 /// Whether process `pid` runs: whether any of its threads does. A component this process
@@ -168,6 +188,34 @@ mod tests {
         assert!(zombie.contains(") Z"), "{zombie}");
         running.wait().expect("reaped");
         assert!(!alive(&pid));
+    }
+
+    #[test]
+    fn a_pid_file_names_its_process_and_not_a_later_one_given_the_same_pid() {
+        let state = std::env::temp_dir().join(format!("processes-{}", std::process::id()));
+        let processes = Processes::new(state.clone());
+        let mut sleep = Command::new("sleep");
+        sleep.arg("30");
+        processes.spawn("sleeper", sleep).expect("sleep starts");
+        let pid = processes.pid("sleeper").expect("its pid");
+        assert!(processes.running("sleeper"));
+        // The same pid, started at another time: what a killed run's pid file names once the
+        // kernel has given its pid to a new process.
+        let later = start_time(&pid)
+            .expect("running")
+            .parse::<u64>()
+            .expect("ticks")
+            + 1;
+        fs::write(processes.pid_file("sleeper"), format!("{pid} {later}")).expect("written");
+        assert_eq!(processes.pid("sleeper"), None, "not the process it names");
+        processes.stop("sleeper", Duration::from_secs(1));
+        assert!(
+            alive(&pid),
+            "a process the file does not name is not signalled"
+        );
+        stop_pid(&pid, Duration::from_secs(1));
+        assert!(!alive(&pid));
+        let _ = fs::remove_dir_all(state);
     }
 
     #[test]

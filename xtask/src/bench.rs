@@ -252,8 +252,8 @@ struct Bench {
     operator_namespace: String,
     operator_kubeconfig: PathBuf,
     logs: PathBuf,
-    /// The API server's pid file, beside the admin's kubeconfig.
-    apiserver_pid: PathBuf,
+    /// The API server's pid.
+    apiserver_pid: String,
 }
 
 /// The runtime rows, and the side-by-side table of example-operator, its peers and the floor.
@@ -496,8 +496,8 @@ impl Bench {
             operator_binary: workspace.join("target/release/example-operator"),
             peers: peers::PeerBinaries::build(workspace)?,
             apiserver_pid: cluster
-                .admin_kubeconfig()
-                .with_file_name("kube-apiserver.pid"),
+                .pid("kube-apiserver")
+                .context("the API server does not run")?,
             admin,
             logs,
         })

@@ -207,9 +207,7 @@ struct ServerRss {
 impl ServerRss {
     /// Samples the RSS of the API server the bench runs against, from its pid file.
     fn start(bench: &Bench) -> Result<Self> {
-        let pid = fs::read_to_string(&bench.apiserver_pid)
-            .with_context(|| format!("reading {}", bench.apiserver_pid.display()))?;
-        let status = format!("/proc/{}/status", pid.trim());
+        let status = format!("/proc/{}/status", bench.apiserver_pid);
         let stopped = Arc::new(AtomicBool::new(false));
         let stopping = Arc::clone(&stopped);
         let sampling = tokio::spawn(async move {
