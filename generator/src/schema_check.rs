@@ -1235,10 +1235,10 @@ mod tests {
     #[test]
     fn prometheus_rule_least_sample_and_example_operator_sample_fit_the_crd() {
         let root = prometheus_rule_schema();
-        let least = crate::schema_sample::sample_with(&root, None);
+        let least = crate::schema_sample::sample_with(&root, None).body;
         assert_fits(&root, least);
         let overlay = rule_body(json!({"alert": "AlwaysFiring", "expr": "vector(1)"}));
-        let example = crate::schema_sample::sample_with(&root, Some(&overlay));
+        let example = crate::schema_sample::sample_with(&root, Some(&overlay)).body;
         assert_fits(&root, example);
     }
 

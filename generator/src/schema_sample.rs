@@ -26,8 +26,14 @@ use self::keeping::Hint;
 ///
 /// `spec` is always present when the schema has one, because kube's root types hold it as a
 /// plain field whether or not the CRD marks it required.
+///
+/// It is cut short where it would outgrow [`MAX_SAMPLE_BYTES`]; [`sample_with`] says where.
 pub fn sample_body(root: &JSONSchemaProps) -> Map<String, Value> {
-    let mut body = match sample(root) {
+    body_within(root, &mut Budget::new())
+}
+
+fn body_within(root: &JSONSchemaProps, budget: &mut Budget) -> Map<String, Value> {
+    let mut body = match least(root, budget) {
         Value::Object(body) => body,
         _ => Map::new(),
     };
@@ -35,19 +41,102 @@ pub fn sample_body(root: &JSONSchemaProps) -> Map<String, Value> {
         body.remove(meta);
     }
     if let Some(spec) = root.properties.as_ref().and_then(|p| p.get("spec")) {
-        body.entry("spec").or_insert_with(|| sample(spec));
+        body.entry("spec")
+            .or_insert_with(|| budget.property("spec", spec));
     }
     body
 }
 
+/// A sample body as [`sample_with`] built it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Sampled {
+    pub body: Value,
+    /// The first field (`spec.rules[]`) whose least value would have outgrown
+    /// [`MAX_SAMPLE_BYTES`], and so was cut short: the body then has fewer items or a shorter
+    /// string there than the schema asks for, and the API server refuses it.
+    pub cut_at: Option<String>,
+}
+
 /// [`sample_body`] with `overlay` written over it: the manifest's `sample:`, for values a
 /// schema cannot give (a string that must match a `pattern`, a reference that must resolve).
-pub fn sample_with(root: &JSONSchemaProps, overlay: Option<&Value>) -> Value {
-    let mut body = Value::Object(sample_body(root));
+pub fn sample_with(root: &JSONSchemaProps, overlay: Option<&Value>) -> Sampled {
+    let mut budget = Budget::new();
+    let mut body = Value::Object(body_within(root, &mut budget));
     if let Some(overlay) = overlay {
         merge(&mut body, overlay);
     }
-    body
+    Sampled {
+        body,
+        cut_at: budget.cut_at,
+    }
+}
+
+/// The most bytes of JSON a sample is built to. The API server stores no object over 1.5 MiB
+/// (etcd's request limit), and the least objects of 150 real CRDs take under 2 KiB; a schema
+/// whose least object is larger (three nested `minItems: 1000` arrays, a `minLength` of
+/// 2^33) would otherwise cost the generator all its memory.
+pub const MAX_SAMPLE_BYTES: usize = 256 * 1024;
+
+/// What is left of [`MAX_SAMPLE_BYTES`] while a sample is built, the field being built, and
+/// where the sample was first cut short.
+struct Budget {
+    left: usize,
+    path: Vec<String>,
+    cut_at: Option<String>,
+}
+
+impl Budget {
+    fn new() -> Self {
+        Self {
+            left: MAX_SAMPLE_BYTES,
+            path: Vec::new(),
+            cut_at: None,
+        }
+    }
+
+    /// Takes `bytes` when they are left, and says whether they were.
+    fn take(&mut self, bytes: usize) -> bool {
+        let taken = bytes <= self.left;
+        if taken {
+            self.left -= bytes;
+        }
+        taken
+    }
+
+    /// Takes what is left of `wanted` bytes, at most, and returns how many it took; the
+    /// field is recorded as cut short when that is fewer.
+    fn take_up_to(&mut self, wanted: usize) -> usize {
+        let taken = wanted.min(self.left);
+        self.left -= taken;
+        if taken < wanted {
+            self.cut();
+        }
+        taken
+    }
+
+    /// Records the field being built as cut short, unless one was before: `spec.rules[]`.
+    fn cut(&mut self) {
+        if self.cut_at.is_none() {
+            let mut at = String::new();
+            for segment in &self.path {
+                if !at.is_empty() && segment != "[]" {
+                    at.push('.');
+                }
+                at.push_str(segment);
+            }
+            self.cut_at = Some(at);
+        }
+    }
+
+    /// The least value of the property `name`, within what is left.
+    fn property(&mut self, name: &str, schema: &JSONSchemaProps) -> Value {
+        // The key, its quotes and the colon.
+        self.take_up_to(name.len() + 3);
+        self.path.push(name.to_owned());
+        let value = least(schema, self);
+        self.path.pop();
+        value
+    }
 }
 
 /// Objects one step away from `object` at the field `path` (`spec.rules[0]`, as CEL rules
@@ -75,7 +164,7 @@ pub fn variations(root: &JSONSchemaProps, object: &Value, path: &str, rule: &str
         let replacement = matched.or_else(|| {
             current
                 .is_none_or(str::is_empty)
-                .then(|| match string(schema) {
+                .then(|| match string(schema, &mut Budget::new()) {
                     Value::String(text) if !text.is_empty() => text,
                     _ => "a".to_owned(),
                 })
@@ -182,36 +271,39 @@ fn apply(schema: &JSONSchemaProps, node: &mut Value, hint: &Hint) -> Option<()> 
             fields.entry(last.clone()).or_insert(least);
         }
         Hint::AtLeast { size, .. } => {
+            // A size the rule's text gives, so capped as a schema's is: a rule the sample
+            // cannot keep within the cap is left broken, and warned of.
+            let size = (*size).min(MAX_SAMPLE_BYTES);
             let current = fields
                 .get(last)
                 .cloned()
                 .or_else(|| field_schema.map(sample))
                 .unwrap_or_else(|| Value::from(""));
             let grown = match current {
-                Value::String(text) if text.chars().count() < *size => Value::String(format!(
-                    "{text}{}",
-                    "a".repeat(*size - text.chars().count())
-                )),
-                Value::Object(mut entries) if entries.len() < *size => {
+                Value::String(text) if text.chars().count() < size => {
+                    Value::String(format!("{text}{}", "a".repeat(size - text.chars().count())))
+                }
+                Value::Object(mut entries) if entries.len() < size => {
                     // A map (`additionalProperties`): entries `a`, `b`, … at their least value.
                     let value = match field_schema.and_then(|s| s.additional_properties.as_ref()) {
                         Some(JSONSchemaPropsOrBool::Schema(value)) => sample(value),
                         _ => return None,
                     };
                     for key in (b'a'..=b'z').map(|c| char::from(c).to_string()) {
-                        if entries.len() >= *size {
+                        if entries.len() >= size {
                             break;
                         }
                         entries.entry(key).or_insert_with(|| value.clone());
                     }
                     Value::Object(entries)
                 }
-                Value::Array(mut items) if items.len() < *size => {
+                Value::Array(mut items) if items.len() < size => {
                     let item = match field_schema.and_then(|s| s.items.as_ref()) {
                         Some(JSONSchemaPropsOrArray::Schema(item)) => sample(item),
                         _ => items.first().cloned()?,
                     };
-                    items.resize(*size, item);
+                    let each = serde_json::to_string(&item).map_or(1, |text| text.len() + 1);
+                    items.resize(size.min(items.len() + MAX_SAMPLE_BYTES / each), item);
                     Value::Array(items)
                 }
                 other => other,
@@ -255,31 +347,55 @@ fn merge(base: &mut Value, overlay: &Value) {
     }
 }
 
-/// The least value `schema` accepts.
+/// The least value `schema` accepts, cut short where it would outgrow [`MAX_SAMPLE_BYTES`].
 pub fn sample(schema: &JSONSchemaProps) -> Value {
-    if let Some(default) = &schema.default {
-        return default.0.clone();
-    }
-    if let Some(first) = schema.enum_.iter().flatten().find(|v| !v.0.is_null()) {
-        return first.0.clone();
-    }
-    if schema.x_kubernetes_int_or_string == Some(true) {
-        return Value::from(schema.minimum.map_or(0, |m| m.ceil() as i64));
-    }
-    match schema.type_.as_deref() {
-        Some("string") => string(schema),
-        Some("integer") => Value::from(least_number(schema) as i64),
-        Some("number") => Value::from(least_number(schema)),
-        Some("boolean") => Value::Bool(false),
-        Some("array") => array(schema),
-        Some("object") => object(schema),
-        _ if schema.properties.is_some() => object(schema),
-        _ => untyped(schema),
-    }
+    least(schema, &mut Budget::new())
 }
 
-fn string(schema: &JSONSchemaProps) -> Value {
-    let min_length = usize::try_from(schema.min_length.unwrap_or(0)).unwrap_or(0);
+/// [`sample`] within what is left of `budget`.
+fn least(schema: &JSONSchemaProps, budget: &mut Budget) -> Value {
+    let given = schema
+        .default
+        .as_ref()
+        .map(|default| &default.0)
+        .or_else(|| {
+            let mut values = schema.enum_.iter().flatten();
+            values.find(|v| !v.0.is_null()).map(|first| &first.0)
+        });
+    if let Some(given) = given {
+        // A default or an enum value is the CRD's own text, within the CRD's cap: counted,
+        // never cut.
+        let bytes = given.to_string().len() + 1;
+        budget.left = budget.left.saturating_sub(bytes);
+        return given.clone();
+    }
+    let value = if schema.x_kubernetes_int_or_string == Some(true) {
+        Value::from(schema.minimum.map_or(0, |m| m.ceil() as i64))
+    } else {
+        match schema.type_.as_deref() {
+            Some("string") => string(schema, budget),
+            Some("integer") => Value::from(least_number(schema) as i64),
+            Some("number") => Value::from(least_number(schema)),
+            Some("boolean") => Value::Bool(false),
+            Some("array") => array(schema, budget),
+            Some("object") => object(schema, budget),
+            _ if schema.properties.is_some() => object(schema, budget),
+            _ => untyped(schema, budget),
+        }
+    };
+    if !matches!(value, Value::String(_) | Value::Array(_) | Value::Object(_)) {
+        // A scalar: its few bytes, and the separator after it.
+        budget.take_up_to(value.to_string().len() + 1);
+    }
+    value
+}
+
+fn string(schema: &JSONSchemaProps, budget: &mut Budget) -> Value {
+    let wanted = usize::try_from(schema.min_length.unwrap_or(0)).unwrap_or(usize::MAX);
+    // The quotes, and the text as long as what is left allows.
+    let min_length = budget
+        .take_up_to(wanted.saturating_add(2))
+        .saturating_sub(2);
     let text = match schema.format.as_deref() {
         Some("date-time") => "1970-01-01T00:00:00Z".to_owned(),
         Some("date") => "1970-01-01".to_owned(),
@@ -401,20 +517,33 @@ fn least_number(schema: &JSONSchemaProps) -> f64 {
     }
 }
 
-fn array(schema: &JSONSchemaProps) -> Value {
-    let count = usize::try_from(schema.min_items.unwrap_or(0)).unwrap_or(0);
+/// `minItems` copies of the least item, as many of them as the budget holds.
+fn array(schema: &JSONSchemaProps, budget: &mut Budget) -> Value {
+    let wanted = usize::try_from(schema.min_items.unwrap_or(0)).unwrap_or(usize::MAX);
+    if wanted == 0 || !budget.take(2) {
+        return Value::Array(Vec::new());
+    }
+    let before = budget.left;
+    budget.path.push("[]".to_owned());
     let item = match &schema.items {
-        Some(JSONSchemaPropsOrArray::Schema(items)) => sample(items),
-        Some(JSONSchemaPropsOrArray::Schemas(items)) => items.first().map_or(Value::Null, sample),
+        Some(JSONSchemaPropsOrArray::Schema(items)) => least(items, budget),
+        Some(JSONSchemaPropsOrArray::Schemas(items)) => items
+            .first()
+            .map_or(Value::Null, |item| least(item, budget)),
         None => Value::Null,
     };
-    Value::Array(vec![item; count])
+    budget.path.pop();
+    // Each copy costs what the first did, and a separator.
+    let each = (before - budget.left).max(1);
+    let copies = budget.take_up_to((wanted - 1).saturating_mul(each)) / each;
+    Value::Array(vec![item; copies + 1])
 }
 
 /// Required properties, plus those the first `oneOf`/`anyOf` alternative requires: CRDs use
 /// alternatives that list only `required` to say "one of these fields must be set".
-fn object(schema: &JSONSchemaProps) -> Value {
+fn object(schema: &JSONSchemaProps, budget: &mut Budget) -> Value {
     let mut object = Map::new();
+    budget.take_up_to(2);
     let Some(properties) = &schema.properties else {
         return Value::Object(object);
     };
@@ -427,7 +556,7 @@ fn object(schema: &JSONSchemaProps) -> Value {
         if let Some(property) = properties.get(name) {
             object
                 .entry(name.clone())
-                .or_insert_with(|| sample(property));
+                .or_insert_with(|| budget.property(name, property));
         }
     }
     // `minProperties`: the first optional properties, in the schema's order, make up the count.
@@ -438,19 +567,19 @@ fn object(schema: &JSONSchemaProps) -> Value {
         }
         object
             .entry(name.clone())
-            .or_insert_with(|| sample(property));
+            .or_insert_with(|| budget.property(name, property));
     }
     Value::Object(object)
 }
 
 /// No type: the first typed alternative, else an empty object (any JSON value is accepted).
-fn untyped(schema: &JSONSchemaProps) -> Value {
+fn untyped(schema: &JSONSchemaProps, budget: &mut Budget) -> Value {
     [&schema.one_of, &schema.any_of]
         .into_iter()
         .flatten()
         .flatten()
         .find(|alternative| alternative.type_.is_some())
-        .map_or_else(|| Value::Object(Map::new()), sample)
+        .map_or_else(|| Value::Object(Map::new()), |typed| least(typed, budget))
 }
 
 #[cfg(test)]
@@ -498,6 +627,46 @@ mod tests {
     }
 
     #[test]
+    fn a_least_object_over_the_cap_is_cut_short_and_says_where() {
+        let nested = |depth: usize, items: u64| {
+            let mut schema = json!({"type": "integer"});
+            for _ in 0..depth {
+                schema = json!({"type": "array", "minItems": items, "items": schema});
+            }
+            schema
+        };
+        let cases = [
+            // The API server accepts this CRD; its least object is 10^9 integers.
+            (nested(3, 1000), "spec.rules[]"),
+            (nested(1, 1 << 40), "spec.rules"),
+            (
+                json!({"type": "string", "minLength": 1_u64 << 33}),
+                "spec.rules",
+            ),
+        ];
+        for (rules, cut_at) in cases {
+            let root = schema(json!({
+                "type": "object",
+                "properties": {"spec": {
+                    "type": "object",
+                    "required": ["rules"],
+                    "properties": {"rules": rules}
+                }}
+            }));
+            let sampled = sample_with(&root, None);
+            let bytes = serde_json::to_string(&sampled.body).expect("JSON").len();
+            assert!(bytes <= MAX_SAMPLE_BYTES, "{cut_at}: {bytes} bytes");
+            assert!(
+                bytes > MAX_SAMPLE_BYTES / 2,
+                "{cut_at}: the cap is used, {bytes} bytes"
+            );
+            assert_eq!(sampled.cut_at.as_deref(), Some(cut_at));
+        }
+        let small = schema(json!({"type": "object", "properties": {"spec": nested(2, 10)}}));
+        assert_eq!(sample_with(&small, None).cut_at, None, "within the cap");
+    }
+
+    #[test]
     fn spec_is_present_even_when_not_required_and_defaults_win() {
         let root = schema(json!({
             "type": "object",
@@ -529,11 +698,11 @@ mod tests {
         }));
         let overlay = json!({"spec": {"host": "api.example.com"}});
         assert_eq!(
-            sample_with(&root, Some(&overlay)),
+            sample_with(&root, Some(&overlay)).body,
             json!({"spec": {"host": "api.example.com", "port": 1}})
         );
         assert_eq!(
-            sample_with(&root, None),
+            sample_with(&root, None).body,
             json!({"spec": {"host": "a.example.com", "port": 1}})
         );
     }

@@ -78,6 +78,9 @@ struct Entry {
     /// The CRD as generated, the sample object, the primary's type and the types of its
     /// version, for the server phase.
     subject: Option<(Value, Value, String, String)>,
+    /// Where the generator cut the sample short, its CRD's least object being over the size
+    /// it builds samples to: then there is no subject, since the API server must refuse it.
+    sample_cut_at: Option<String>,
     /// The sample's CEL rules, as the generator checked them, with (for `--cluster`) a
     /// variant made to break each that it reaches.
     trials: Option<Trials>,
@@ -139,12 +142,14 @@ pub fn run(args: CorpusArgs) -> anyhow::Result<ExitCode> {
             .display()
             .to_string();
         let crate_name = crate_name_for(&relative);
-        let (generated, subject) = match generate_one(file, &crate_name) {
+        let (generated, subject, sample_cut_at) = match generate_one(file, &crate_name) {
             Ok(generated) => {
-                let subject = subject_of(&generated);
-                (Ok(generated.plan), subject)
+                let primary = &generated.operator.primary;
+                let cut_at = primary.sample_cut_at.as_ref().map(|at| at.raw().to_owned());
+                let subject = subject_of(&generated).filter(|_| cut_at.is_none());
+                (Ok(generated.plan), subject, cut_at)
             }
-            Err(e) => (Err(e), None),
+            Err(e) => (Err(e), None, None),
         };
         let variants_started = Instant::now();
         // Variants are only judged with `--cluster`; without, the sample's check is all.
@@ -165,6 +170,7 @@ pub fn run(args: CorpusArgs) -> anyhow::Result<ExitCode> {
             crate_name,
             generated,
             subject,
+            sample_cut_at,
             trials,
             compiled: None,
             server: None,
@@ -269,7 +275,7 @@ pub fn run(args: CorpusArgs) -> anyhow::Result<ExitCode> {
         }
     }
 
-    let (mut passed, mut failed, mut unserved, mut unkept) = (0, 0, 0, 0);
+    let (mut passed, mut failed, mut unserved, mut unkept, mut uncut) = (0, 0, 0, 0, 0);
     let mut rules = Tally::default();
     let mut not_kept = 0;
     let mut agreed = agreement::Tally::default();
@@ -383,6 +389,15 @@ pub fn run(args: CorpusArgs) -> anyhow::Result<ExitCode> {
             unserved += 1;
         } else if accepted == REFUSED_AS_WARNED && generated_and_compiled && tally.disagreed == 0 {
             unkept += 1;
+        } else if let Some(at) = entry
+            .sample_cut_at
+            .as_ref()
+            .filter(|_| generated_and_compiled && args.cluster)
+        {
+            error = format!(
+                "the sample is cut short at `{at}`, as the generator warned, so it was not sent"
+            );
+            uncut += 1;
         } else if generated_and_compiled
             && (!args.cluster
                 || (outcome.is_some_and(server::Outcome::passed) && tally.disagreed == 0))
@@ -437,8 +452,8 @@ pub fn run(args: CorpusArgs) -> anyhow::Result<ExitCode> {
     }
     if args.cluster {
         println!(
-            "{passed} passed, {failed} failed, {} skipped ({unserved}: the API server refuses the CRD as published; {unkept}: the sample breaks a CEL rule, as the generator warned)",
-            unserved + unkept
+            "{passed} passed, {failed} failed, {} skipped ({unserved}: the API server refuses the CRD as published; {unkept}: the sample breaks a CEL rule, as the generator warned; {uncut}: the sample is cut short, as the generator warned)",
+            unserved + unkept + uncut
         );
     } else {
         println!("{passed} passed, {failed} failed");

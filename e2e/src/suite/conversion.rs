@@ -69,7 +69,7 @@ impl Suite {
         let schema = selected
             .schema()
             .with_context(|| format!("{origin} has no schema for {version}"))?;
-        let mut object = schema_sample::sample_with(schema, self.manifest.sample.as_ref());
+        let mut object = schema_sample::sample_with(schema, self.manifest.sample.as_ref()).body;
         object["apiVersion"] = json!(format!("{}/{version}", self.group_and_hub().0));
         object["kind"] = json!(self.kind);
         object["metadata"] = json!({"name": name, "namespace": self.namespace});

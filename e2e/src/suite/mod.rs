@@ -132,7 +132,7 @@ impl Primary {
         let schema = selected
             .schema()
             .with_context(|| format!("{origin} has no schema"))?;
-        let body = schema_sample::sample_with(schema, manifest.sample.as_ref());
+        let body = schema_sample::sample_with(schema, manifest.sample.as_ref()).body;
         let spec = &selected.crd.spec;
         Ok(Self {
             resource: selected.name().to_owned(),

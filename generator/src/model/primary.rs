@@ -71,6 +71,10 @@ pub struct Primary {
     /// `sample:` values in `operator.yaml` can mend (the warnings name each): the cluster test
     /// says so.
     pub sample_breaks_rules: bool,
+    /// Where the sample built from the schema was cut short, when its least object is larger
+    /// than the generator builds a sample to: the API server would refuse it, and the cluster
+    /// test says so.
+    pub sample_cut_at: Option<Text>,
     /// Whether the version is the CRD's storage version, a fact about the CRD that generated
     /// docs state.
     pub storage_version: bool,
@@ -171,6 +175,7 @@ impl Names<'_> {
             sample: None,
             sample_name: None,
             sample_breaks_rules: false,
+            sample_cut_at: None,
             storage_version: false,
             kinds: Vec::new(),
             kind_samples: BTreeMap::new(),
@@ -359,8 +364,25 @@ fn schema_sample(
     let Some(schema) = selected.schema() else {
         return Ok(None);
     };
-    let body = sample_body(manifest_origin, schema, sample)?;
-    let checked = check_sample_rules(manifest_origin, schema, body, names, sample.is_some())?;
+    let sampled = sample_body(manifest_origin, schema, sample)?;
+    let mut checked = check_sample_rules(
+        manifest_origin,
+        schema,
+        sampled.body,
+        names,
+        sample.is_some(),
+    )?;
+    if let Some(field) = sampled.cut_at {
+        checked.warnings.push(format!(
+            "{manifest_origin}: the least `{}` the CRD's schema allows is larger than the {} KiB \
+             operator-gen builds a sample to, so the sample is cut short at `{}` and the API \
+             server would refuse it: the shipped cluster test is ignored",
+            names.kind,
+            schema_sample::MAX_SAMPLE_BYTES / 1024,
+            field.escape_debug()
+        ));
+        checked.cut_at = Some(field);
+    }
     warnings.extend(checked.warnings.iter().cloned());
     Ok(Some(checked))
 }
@@ -372,6 +394,8 @@ struct Sample {
     name: Option<String>,
     warnings: Vec<String>,
     breaks_rules: bool,
+    /// Where the sample was cut short ([`schema_sample::Sampled::cut_at`]).
+    cut_at: Option<String>,
 }
 
 impl Sample {
@@ -380,6 +404,7 @@ impl Sample {
         primary.sample = Some(Text::new(self.body.to_string()));
         primary.sample_name = self.name.map(Text::new);
         primary.sample_breaks_rules = self.breaks_rules;
+        primary.sample_cut_at = self.cut_at.map(Text::new);
     }
 }
 
@@ -390,10 +415,10 @@ fn sample_body(
     manifest_origin: &str,
     schema: &JSONSchemaProps,
     overlay: Option<&serde_json::Value>,
-) -> Result<serde_json::Value> {
-    let body = schema_sample::sample_with(schema, overlay);
+) -> Result<schema_sample::Sampled> {
+    let sampled = schema_sample::sample_with(schema, overlay);
     if overlay.is_some()
-        && let Err(problems) = schema_check::check(schema, &body)
+        && let Err(problems) = schema_check::check(schema, &sampled.body)
     {
         let listed: Vec<String> = problems.iter().map(ToString::to_string).collect();
         return Err(Error::Manifest {
@@ -404,7 +429,7 @@ fn sample_body(
             ),
         });
     }
-    Ok(body)
+    Ok(sampled)
 }
 
 /// The name the shipped tests give the sample, which rules on `metadata` see.
@@ -435,6 +460,7 @@ fn check_sample_rules(
             name: None,
             warnings: Vec::new(),
             breaks_rules: false,
+            cut_at: None,
         });
     }
     let mut object = body;
@@ -528,6 +554,7 @@ fn check_sample_rules(
         name,
         warnings,
         breaks_rules: !listed.is_empty(),
+        cut_at: None,
     })
 }
 

@@ -933,6 +933,38 @@ fn a_singleton_rule_pins_the_name_every_sample_takes() {
 }
 
 #[test]
+fn a_least_object_over_the_sample_cap_is_a_warning_and_its_cluster_test_is_ignored() {
+    let huge = "schema: { openAPIV3Schema: { type: object, properties: { spec: { type: object, \
+                required: [names], properties: { names: { type: array, minItems: 1000, \
+                items: { type: array, minItems: 1000, items: { type: string, minLength: 1000 } } } } } } } }";
+    let crd = CRD.replace("schema: { openAPIV3Schema: { type: object } }", huge);
+    let analysis = analyze_crd_warned(&crd, "").expect("a warning, not an error");
+    let cut_at = analysis
+        .operator
+        .primary
+        .sample_cut_at
+        .as_ref()
+        .map(Text::raw);
+    assert_eq!(cut_at, Some("spec.names[]"));
+    let warned = analysis.warnings.iter().any(|w| {
+        w.contains("cut short at `spec.names[]`") && w.contains("cluster test is ignored")
+    });
+    assert!(warned, "{:#?}", analysis.warnings);
+    let plan = crate::render::render(&analysis.operator).expect("rendered");
+    let test = plan
+        .files
+        .iter()
+        .find(|f| f.path == std::path::Path::new("tests/cluster.rs"))
+        .expect("a cluster test");
+    assert!(
+        test.contents
+            .contains("#[ignore = \"the CRD's least object is over the size"),
+        "{}",
+        test.contents
+    );
+}
+
+#[test]
 fn a_rule_the_built_sample_cannot_keep_is_a_warning_and_the_crate_is_still_made() {
     let odd = "schema: { openAPIV3Schema: { type: object, properties: { spec: { type: object, \
                x-kubernetes-validations: [{rule: 'self.size % 7 == 3', message: 'size must be 3 mod 7'}], \
