@@ -23,6 +23,7 @@
 //!   either.
 
 pub mod breaking;
+mod cost;
 /// What a rule asks of an object, kept beside the sample builder that reads it.
 pub use crate::schema_sample::keeping;
 
@@ -32,6 +33,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::JSONSche
 use kube_cel::{CompilationError, CompiledSchema, ErrorKind};
 use serde_json::Value;
 
+use crate::limits;
 use crate::text::Text;
 
 /// How many of a schema's rules an object met, and how.
@@ -154,8 +156,17 @@ pub struct Rules<'a> {
 impl<'a> Rules<'a> {
     /// Compiles the rules of `schema`, one CRD version's `openAPIV3Schema` as JSON. A rule
     /// kube-cel cannot compile is a warning of every [`Rules::check`], not an error here.
+    ///
+    /// A rule over the generator's caps is not compiled at all but warned of the same way:
+    /// one whose text is over [`limits::cel_text_over_caps`], before the parser sees it, and
+    /// one whose [`cost::estimate`] is over [`limits::MAX_CEL_COST`], before it is run.
     pub fn compile(schema: &'a Value) -> Self {
-        let compiled = has_rules_in(schema, 0).then(|| kube_cel::compile_schema(schema));
+        let compiled = has_rules_in(schema, 0).then(|| {
+            let (screened, refused) = screen(schema);
+            let mut compiled = limits::with_deep_stack(|| kube_cel::compile_schema(&screened));
+            refuse(&mut compiled, &refused, 0);
+            compiled
+        });
         Self { schema, compiled }
     }
 
@@ -268,6 +279,161 @@ pub fn version_schema<'c>(crd: &'c Value, object: &Value) -> Result<&'c Value, S
         ));
     }
     Ok(schema)
+}
+
+/// Why the generator does not compile or run a rule: the rule's text or its estimated
+/// cost is over a cap. It stands in for the parser's error in the compiled schema, so a
+/// refused rule is counted and warned of as one kube-cel cannot compile.
+#[derive(Debug)]
+struct Refused(String);
+
+impl std::fmt::Display for Refused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Refused {}
+
+/// What a refused expression is replaced with before compiling: text the CEL parser refuses
+/// at its first character, naming the refusal it stands for.
+const REFUSED_MARK: &str = "#refused by operator-gen ";
+
+/// `schema` with every rule and `messageExpression` whose text is over the caps replaced by a
+/// [`REFUSED_MARK`], and why each was, by its number in the mark. The schema is copied only
+/// when something is replaced.
+fn screen(schema: &Value) -> (std::borrow::Cow<'_, Value>, Vec<(String, String)>) {
+    let mut refused = Vec::new();
+    let mut screened = std::borrow::Cow::Borrowed(schema);
+    if over_caps_in(schema, 0) {
+        screen_in(screened.to_mut(), &mut refused, 0);
+    }
+    (screened, refused)
+}
+
+/// Whether any rule or `messageExpression` under `schema` is over the caps.
+fn over_caps_in(schema: &Value, depth: usize) -> bool {
+    let over = |rule: &Value| {
+        ["rule", "messageExpression"].iter().any(|key| {
+            rule.get(key)
+                .and_then(Value::as_str)
+                .is_some_and(|text| limits::cel_text_over_caps(text).is_some())
+        })
+    };
+    match schema {
+        Value::Object(fields) => {
+            fields
+                .get("x-kubernetes-validations")
+                .and_then(Value::as_array)
+                .is_some_and(|rules| rules.iter().any(over))
+                || (depth < crate::schema_check::MAX_DEPTH
+                    && fields.values().any(|v| over_caps_in(v, depth + 1)))
+        }
+        Value::Array(items) => {
+            depth < crate::schema_check::MAX_DEPTH
+                && items.iter().any(|v| over_caps_in(v, depth + 1))
+        }
+        _ => false,
+    }
+}
+
+fn screen_in(schema: &mut Value, refused: &mut Vec<(String, String)>, depth: usize) {
+    let children: Vec<&mut Value> = match schema {
+        Value::Object(fields) => {
+            let rules = fields
+                .get_mut("x-kubernetes-validations")
+                .and_then(Value::as_array_mut);
+            for rule in rules.into_iter().flatten() {
+                for key in ["rule", "messageExpression"] {
+                    let Some(text) = rule.get_mut(key) else {
+                        continue;
+                    };
+                    let reason = text.as_str().and_then(limits::cel_text_over_caps);
+                    if let (Some(reason), Some(original)) = (reason, text.as_str()) {
+                        let mark = format!("{REFUSED_MARK}{}", refused.len());
+                        refused.push((original.to_owned(), reason));
+                        *text = Value::String(mark);
+                    }
+                }
+            }
+            fields.values_mut().collect()
+        }
+        Value::Array(items) => items.iter_mut().collect(),
+        _ => Vec::new(),
+    };
+    if depth < crate::schema_check::MAX_DEPTH {
+        for child in children {
+            screen_in(child, refused, depth + 1);
+        }
+    }
+}
+
+/// Puts back what [`screen`] replaced, each as a [`Refused`] error, and refuses every
+/// compiled rule whose estimated cost (with its `messageExpression`) is over the budget.
+fn refuse(node: &mut CompiledSchema, screened: &[(String, String)], depth: usize) {
+    for validation in &mut node.validations {
+        let refusal = match &*validation {
+            Err(CompilationError::Parse { rule, .. }) => {
+                marked(rule, screened).map(|(text, reason)| (shorten(text), reason.clone()))
+            }
+            Err(CompilationError::MessageExpressionParse {
+                rule,
+                message_expression,
+                ..
+            }) => marked(message_expression, screened)
+                .map(|(_, reason)| (shorten(rule), format!("its messageExpression: {reason}"))),
+            Ok(compiled) => {
+                let cost = cost::estimate(&compiled.program.expression().expr).saturating_add(
+                    compiled
+                        .message_program
+                        .as_ref()
+                        .map_or(0, |message| cost::estimate(&message.expression().expr)),
+                );
+                (cost > limits::MAX_CEL_COST).then(|| {
+                    let reason = format!(
+                        "its estimated cost of {cost} is over the budget of {}",
+                        limits::MAX_CEL_COST
+                    );
+                    (shorten(&compiled.rule.rule), reason)
+                })
+            }
+            Err(_) => None,
+        };
+        if let Some((rule, reason)) = refusal {
+            *validation = Err(CompilationError::Parse {
+                rule,
+                source: Box::new(Refused(reason)),
+            });
+        }
+    }
+    if depth >= crate::schema_check::MAX_DEPTH {
+        return;
+    }
+    let children = node
+        .properties
+        .values_mut()
+        .chain(node.items.as_deref_mut())
+        .chain(node.additional_properties.as_deref_mut())
+        .chain(&mut node.all_of)
+        .chain(&mut node.one_of)
+        .chain(&mut node.any_of);
+    for child in children {
+        refuse(child, screened, depth + 1);
+    }
+}
+
+/// The original text and the reason a [`REFUSED_MARK`] stands for.
+fn marked<'s>(text: &str, screened: &'s [(String, String)]) -> Option<&'s (String, String)> {
+    let number = text.strip_prefix(REFUSED_MARK)?.parse::<usize>().ok()?;
+    screened.get(number)
+}
+
+/// A rule's text as a warning quotes it: at most 120 characters.
+fn shorten(text: &str) -> String {
+    match text.char_indices().nth(120) {
+        Some((end, _)) => format!("{}…", &text[..end]),
+        None => text.to_owned(),
+    }
 }
 
 /// `path` as messages name a field.
@@ -434,7 +600,17 @@ fn rule_path(path: &str, field_path: Option<&str>) -> String {
 /// The warning for a rule kube-cel cannot compile.
 fn uncompiled(error: &CompilationError, path: &str) -> String {
     let (rule, reason) = match error {
-        CompilationError::Parse { rule, source } => (rule.as_str(), source.to_string()),
+        CompilationError::Parse { rule, source } => {
+            if let Some(refused) = source.downcast_ref::<Refused>() {
+                return format!(
+                    "CEL rule `{}` at {} is not checked: {}",
+                    Text::from(rule.as_str()).comment(),
+                    field(path),
+                    refused
+                );
+            }
+            (rule.as_str(), source.to_string())
+        }
         CompilationError::MessageExpressionParse {
             rule,
             message_expression,
@@ -554,5 +730,87 @@ mod tests {
             error.contains("widgets.example.com") && error.contains("v3"),
             "{error}"
         );
+    }
+
+    /// A schema whose `spec` carries `rules`, and whose `spec.name` a well-formed one.
+    fn spec_rules(rules: &[Value]) -> Value {
+        json!({
+            "type": "object",
+            "properties": {"spec": {
+                "type": "object",
+                "x-kubernetes-validations": rules,
+                "properties": {"name": {
+                    "type": "string",
+                    "x-kubernetes-validations": [{"rule": "self.size() > 0"}]
+                }}
+            }}
+        })
+    }
+
+    /// Checks `rules` on a sample in bounded time, and gives its tally and warnings.
+    fn check_rules(rules: &[Value]) -> Checked {
+        check(&spec_rules(rules), &json!({"spec": {"name": "a"}}))
+    }
+
+    #[test]
+    fn a_rule_over_the_text_caps_is_warned_of_and_never_parsed() {
+        let selection = format!("self{}", ".a".repeat(200_000));
+        let nested = format!("{}1{}", "(".repeat(40), ")".repeat(40));
+        for (rule, cap) in [
+            (selection, "bytes long"),
+            (format!("self{} == 1", ".a".repeat(300)), "chains more than"),
+            (nested, "nest deeper"),
+        ] {
+            let checked = check_rules(&[json!({"rule": rule})]);
+            assert_eq!(checked.tally.warned, 1, "{:?}", checked.warnings);
+            assert_eq!(checked.tally.evaluated, 1, "the other rule still runs");
+            let warning = &checked.warnings[0];
+            assert!(
+                warning.contains("is not checked") && warning.contains(cap) && warning.len() < 400,
+                "{warning}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_message_expression_over_the_caps_refuses_its_rule() {
+        let message = format!("'a'{}", " + 'a'".repeat(300));
+        let checked = check_rules(&[json!({"rule": "true", "messageExpression": message})]);
+        assert_eq!(checked.tally.warned, 1, "{:?}", checked.warnings);
+        assert!(
+            checked.warnings[0].contains("`true`")
+                && checked.warnings[0].contains("its messageExpression"),
+            "{}",
+            checked.warnings[0]
+        );
+    }
+
+    #[test]
+    fn a_rule_over_the_cost_budget_is_warned_of_and_not_run() {
+        // 400 short strings, so that the rules are within the text caps.
+        let list: Vec<String> = (0..400).map(|i| format!("'{i}'")).collect();
+        let list = format!("[{}]", list.join(","));
+        let product = format!("{list}.map(x, {list}.map(y, x + y)).size() > 0");
+        let nested = format!("{list}.all(x, {list}.all(y, {list}.all(z, x != '')))");
+        for rule in [product, nested] {
+            let checked = check_rules(&[json!({"rule": rule})]);
+            assert_eq!(checked.tally.warned, 1, "{:?}", checked.warnings);
+            assert!(
+                checked.warnings[0].contains("estimated cost"),
+                "{}",
+                checked.warnings[0]
+            );
+        }
+    }
+
+    #[test]
+    fn a_rule_of_a_real_shape_within_the_caps_is_still_run() {
+        let rule = "self.name.size() > 0 && ['a', 'b'].all(x, x != self.name)";
+        let checked = check(
+            &spec_rules(&[json!({"rule": rule})]),
+            &json!({"spec": {"name": "a"}}),
+        );
+        assert_eq!(checked.tally.evaluated, 2, "{:?}", checked.warnings);
+        assert_eq!(checked.broken.len(), 1, "{:?}", checked.broken);
     }
 }

@@ -116,6 +116,84 @@ pub const MIN_ERROR_BACKOFF: Duration = Duration::from_millis(1);
 /// generated code counts both in whole seconds.
 pub const MIN_INTERVAL: Duration = Duration::from_secs(1);
 
+/// The longest CEL expression (a rule or a `messageExpression`) handed to the CEL parser.
+/// The longest of 871 in 150 real CRDs is 1,363 bytes. The parser (the `cel` crate, not
+/// this project's) builds its syntax tree by recursion, so its text is bounded here first,
+/// with [`MAX_CEL_NESTING`] and [`MAX_CEL_CHAIN`], before it is parsed at all.
+pub const MAX_CEL_BYTES: usize = 16 * 1024;
+
+/// How deeply `(`, `[` and `{` may nest in a CEL expression. The deepest of 150 real CRDs
+/// nests 6.
+pub const MAX_CEL_NESTING: usize = 32;
+
+/// How many selections (`.`) and operators one CEL expression may chain at one level of
+/// nesting: `a.b.c` chains two, `a.b + c` two. Each is a level of the parser's syntax
+/// tree, so a 200,000-step selection overflowed the stack. The longest chain in 150 real
+/// CRDs has 32, counting each character of an operator (`==` is two).
+pub const MAX_CEL_CHAIN: usize = 256;
+
+/// The most a CEL rule may cost by the generator's static estimate ([`crate::cel`]), in
+/// about the steps its evaluation takes. CEL evaluation cannot be interrupted, so a rule
+/// over this is not evaluated: nested `.all()` over literal lists of 1,000 items, or a
+/// product of two such lists of strings, ran past 120 s. The API server refuses a rule
+/// whose estimated cost is over 10,000,000 in its units.
+pub const MAX_CEL_COST: u64 = 10_000_000;
+
+/// Why a CEL expression's text is over [`MAX_CEL_BYTES`], [`MAX_CEL_NESTING`] or
+/// [`MAX_CEL_CHAIN`], checked without parsing it: string literals are skipped, so what they
+/// hold is not counted.
+pub fn cel_text_over_caps(text: &str) -> Option<String> {
+    if text.len() > MAX_CEL_BYTES {
+        return Some(format!(
+            "it is {} bytes long, over the cap of {MAX_CEL_BYTES}",
+            text.len()
+        ));
+    }
+    // One chain per open bracket, and one for the top level.
+    let mut chains = vec![0usize];
+    // The open quote, and whether the string is raw (`r'…'`: a backslash is itself).
+    let mut string: Option<(u8, bool)> = None;
+    let mut previous = b' ';
+    let mut bytes = text.bytes();
+    while let Some(byte) = bytes.next() {
+        match (string, byte) {
+            (Some((_, false)), b'\\') => {
+                bytes.next();
+            }
+            (Some((open, _)), _) if byte == open => string = None,
+            (Some(_), _) => {}
+            (None, b'"' | b'\'') => string = Some((byte, matches!(previous, b'r' | b'R'))),
+            (None, b'(' | b'[' | b'{') => {
+                chains.push(0);
+                if chains.len() > MAX_CEL_NESTING + 1 {
+                    return Some(format!(
+                        "its brackets nest deeper than the cap of {MAX_CEL_NESTING}"
+                    ));
+                }
+            }
+            (None, b')' | b']' | b'}') if chains.len() > 1 => {
+                chains.pop();
+            }
+            (None, b',') => chains.last_mut().into_iter().for_each(|chain| *chain = 0),
+            (None, b'.' | b'+' | b'-' | b'*' | b'/' | b'%' | b'<' | b'>' | b'=' | b'!' | b'&')
+            | (None, b'|' | b'?' | b':') => {
+                let chain = chains.last_mut().map_or(0, |chain| {
+                    *chain += 1;
+                    *chain
+                });
+                if chain > MAX_CEL_CHAIN {
+                    return Some(format!(
+                        "it chains more than {MAX_CEL_CHAIN} selections and operators at one level"
+                    ));
+                }
+            }
+            (None, _) => {}
+        }
+        previous = byte;
+    }
+    None
+}
+
 /// The options every YAML read in the generator uses: the caps above as a serde-saphyr
 /// budget, short error messages, and YAML 1.2 scalars.
 ///
@@ -373,5 +451,51 @@ mod tests {
         assert_eq!(bytes(MAX_CRD_BYTES), "16 MiB");
         assert_eq!(bytes(512 * 1024), "512 KiB");
         assert_eq!(bytes(1000), "1000 bytes");
+    }
+
+    #[test]
+    fn cel_text_caps_count_chains_and_brackets_outside_strings() {
+        let long_chain = format!("self{}", ".a".repeat(MAX_CEL_CHAIN + 1));
+        assert!(cel_text_over_caps(&long_chain).is_some());
+        // The same dots inside a string, or split by commas into arguments, are no chain.
+        let quoted = format!("self.a == '{}'", ".".repeat(MAX_CEL_CHAIN + 1));
+        assert_eq!(cel_text_over_caps(&quoted), None);
+        let raw = format!(
+            "r'\\' == self.a && '{}' != ''",
+            ".".repeat(MAX_CEL_CHAIN + 1)
+        );
+        assert_eq!(
+            cel_text_over_caps(&raw),
+            None,
+            "a raw string ends at its quote"
+        );
+        let arguments = vec!["x.y.z"; MAX_CEL_CHAIN].join(", ");
+        assert_eq!(cel_text_over_caps(&format!("f({arguments})")), None);
+        let deep = format!(
+            "{}1{}",
+            "[".repeat(MAX_CEL_NESTING + 1),
+            "]".repeat(MAX_CEL_NESTING + 1)
+        );
+        assert!(cel_text_over_caps(&deep).is_some());
+        let nested = format!(
+            "{}1{}",
+            "[".repeat(MAX_CEL_NESTING),
+            "]".repeat(MAX_CEL_NESTING)
+        );
+        assert_eq!(cel_text_over_caps(&nested), None);
+        assert!(cel_text_over_caps(&"1".repeat(MAX_CEL_BYTES + 1)).is_some());
+    }
+
+    #[test]
+    fn the_deepest_cel_text_within_the_caps_parses_and_runs_on_the_deep_stack() {
+        // Every level as deep as the caps allow: a chain at each of the nested brackets.
+        let chain = ".a".repeat(MAX_CEL_CHAIN / 2);
+        let mut rule = String::from("self");
+        for _ in 0..MAX_CEL_NESTING {
+            rule = format!("has({rule}{chain})");
+        }
+        assert_eq!(cel_text_over_caps(&rule), None, "{} bytes", rule.len());
+        let parsed = with_deep_stack(|| kube_cel::cel::Program::compile(&rule).is_ok());
+        assert!(parsed);
     }
 }

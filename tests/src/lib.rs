@@ -377,6 +377,53 @@ pub enum Expect {
     Accepted,
     /// A clear error whose message contains this text.
     Error(&'static str),
+    /// Code, from an input built to exhaust the generator (a schema whose least object is
+    /// huge, a CEL rule that would run for minutes), with a warning containing this text,
+    /// within [`BOUNDED_PEAK_MIB`] of memory.
+    Bounded(&'static str),
+}
+
+/// The most memory a [`Expect::Bounded`] case may take at its peak, over the test binary's
+/// own: a bound the hardening issue set for every input built to exhaust the generator.
+pub const BOUNDED_PEAK_MIB: f64 = 512.0;
+
+/// The CRDs of [`hostile_cases`] built to exhaust the generator: a least object too large to
+/// build, and CEL rules too deep to parse or too costly to run.
+fn exhausting_cases() -> Vec<(&'static str, Vec<u8>, Expect)> {
+    let spec = |field: &str, body: &str| {
+        format!(
+            "            spec:\n              type: object\n              required: [{field}]\n              properties:\n{body}"
+        )
+    };
+    let with_rule = |kind: &str, rule: &str| {
+        let body = format!(
+            "            spec:\n              type: object\n              x-kubernetes-validations: [{{ rule: \"{rule}\" }}]\n              properties: {{ name: {{ type: string }} }}\n"
+        );
+        crd_with(kind, &body).into_bytes()
+    };
+    let nested = spec(
+        "grid",
+        "                grid:
+                  type: array
+                  minItems: 1000
+                  items:
+                    type: array
+                    minItems: 1000
+                    items: { type: array, minItems: 1000, items: { type: integer } }
+",
+    );
+    let numbers: Vec<String> = (0..1000).map(|i| i.to_string()).collect();
+    let numbers = format!("[{}]", numbers.join(","));
+    let strings: Vec<String> = (0..1000).map(|i| format!("'{i}'")).collect();
+    let strings = format!("[{}]", strings.join(","));
+    vec![
+        ("least-object-of-nested-min-items", crd_with("Grid", &nested).into_bytes(), Expect::Bounded("cut short at `spec.grid[]")),
+        ("least-object-of-2-40-items", crd_with("Many", &spec("items", "                items: { type: array, minItems: 1099511627776, items: { type: string } }\n")).into_bytes(), Expect::Bounded("cut short at `spec.items")),
+        ("least-object-of-a-2-33-byte-string", crd_with("Long", &spec("text", "                text: { type: string, minLength: 8589934592 }\n")).into_bytes(), Expect::Bounded("cut short at `spec.text")),
+        ("cel-selection-of-200000-steps", with_rule("Chain", &format!("self{}", ".a".repeat(200_000))), Expect::Bounded("over the cap of")),
+        ("cel-macros-nested-over-literal-lists", with_rule("Nested", &format!("{numbers}.all(x, {numbers}.all(y, {numbers}.all(z, x + y + z >= 0)))")), Expect::Bounded("estimated cost")),
+        ("cel-product-of-two-string-lists", with_rule("Product", &format!("{strings}.map(x, {strings}.map(y, x + y)).size() > 0")), Expect::Bounded("estimated cost")),
+    ]
 }
 
 /// A CRD for kind `kind` whose `spec` (and `status`, when given) use the YAML schemas given,
@@ -634,6 +681,9 @@ spec:
         ("versions-of-one-aliased-tree-past-the-property-cap", versions.into_bytes(), Expect::Error("across the versions it serves")),
         ("descriptions-filling-the-byte-cap", crd_with("Heavy", &heavy).into_bytes(), Expect::Accepted),
     ]
+    .into_iter()
+    .chain(exhausting_cases())
+    .collect()
 }
 
 /// Generates a hostile case from a file in `dir`, as a user pointing `--crd` at it would; with

@@ -5,12 +5,15 @@
 //! Each case runs in a child process of this test binary, so that its time and peak memory
 //! are its own: the suite prints them as a table, and the worst accepted input's cost is the
 //! figure to watch (`cargo test --test hostile -- --nocapture`; also written to
-//! `target/hostile-report.md`). They are reported, not asserted: they are measurements.
+//! `target/hostile-report.md`). They are reported, not asserted: they are measurements. The
+//! one bound asserted is the memory of the inputs built to exhaust the generator
+//! ([`Expect::Bounded`]), which the generator caps by construction.
 
 use std::{path::Path, process::Command, time::Instant};
 
 use operator_gen_tests::{
-    Expect, generate_hostile, hostile_cases, memory_mib, shared_runtime, workspace_root,
+    BOUNDED_PEAK_MIB, Expect, generate_hostile, hostile_cases, memory_mib, shared_runtime,
+    workspace_root,
 };
 
 /// Set in a child process: the case it runs.
@@ -25,6 +28,8 @@ struct Run {
     outcome: String,
     /// The error message, or what was wrong with the code.
     detail: String,
+    /// The generator's warnings, when it generated code.
+    warnings: Vec<String>,
     /// Bytes of generated files.
     bytes: usize,
     seconds: f64,
@@ -55,21 +60,23 @@ fn one_case_in_a_child_process() {
     let result =
         std::panic::catch_unwind(|| generate_hostile(&name, &bytes, &dir, Some(runtime.clone())));
     let seconds = started.elapsed().as_secs_f64();
-    let (outcome, detail, size) = match result {
-        Err(_) => ("panic", String::new(), 0),
-        Ok(Err(error)) => ("error", error.to_string(), 0),
+    let (outcome, detail, size, warnings) = match result {
+        Err(_) => ("panic", String::new(), 0, Vec::new()),
+        Ok(Err(error)) => ("error", error.to_string(), 0, Vec::new()),
         Ok(Ok(generated)) => {
             let size = generated.plan.files.iter().map(|f| f.contents.len()).sum();
             (
                 "code",
                 check_code(&generated).err().unwrap_or_default(),
                 size,
+                generated.warnings,
             )
         }
     };
     let run = Run {
         outcome: outcome.to_owned(),
         detail,
+        warnings,
         bytes: size,
         seconds,
         peak_mib: memory_mib("VmHWM:"),
@@ -120,6 +127,7 @@ fn every_hostile_case_ends_as_expected() {
         let expected = match expect {
             Expect::Code => "code",
             Expect::Accepted => "accepted",
+            Expect::Bounded(_) => "bounded",
             Expect::Error(_) => "error",
         };
         report.push_str(&format!(
@@ -137,6 +145,23 @@ fn every_hostile_case_ends_as_expected() {
                 let peak = run.peak_mib - run.base_mib;
                 if worst.as_ref().is_none_or(|(_, worst, _)| peak > *worst) {
                     worst = Some((name.to_owned(), peak, run.seconds));
+                }
+            }
+            (Expect::Bounded(text), "code") => {
+                let peak = run.peak_mib - run.base_mib;
+                if !run.detail.is_empty() {
+                    problems.push(format!("{name}: {}", run.detail));
+                }
+                if !run.warnings.iter().any(|warning| warning.contains(text)) {
+                    problems.push(format!(
+                        "{name}: no warning mentions {text:?}: {:?}",
+                        run.warnings
+                    ));
+                }
+                if peak > BOUNDED_PEAK_MIB {
+                    problems.push(format!(
+                        "{name}: {peak:.0} MiB at peak, over the bound of {BOUNDED_PEAK_MIB}"
+                    ));
                 }
             }
             (Expect::Error(text), "error") => {
