@@ -150,6 +150,12 @@ pub enum Error {
     /// A generated file was edited by hand, so rewriting it would lose that edit.
     #[error("{} was edited by hand since it was generated; move the change into a user-owned file (src/reconcile.rs) or rerun with --force to overwrite it", shown(&.path.display()))]
     HandEdited { path: PathBuf },
+
+    /// A file in a folder whose every file the generator writes (the vendored runtime, the
+    /// chart's `templates/`) that it would remove, but did not write as it is: planted there,
+    /// or edited. Helm installs whatever the chart's folders hold.
+    #[error("{} is in a folder whose every file operator-gen writes, and is not as it wrote it; Helm and Cargo would use it as if it were: move it out of the folder, or rerun with --force to remove it", shown(&.path.display()))]
+    NotGenerated { path: PathBuf },
 }
 
 /// The generator's result type.

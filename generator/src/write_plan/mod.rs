@@ -361,7 +361,7 @@ impl Plan {
                 .as_deref()
                 .is_some_and(|bytes| std::str::from_utf8(&lf(bytes)).is_ok_and(is_pristine));
             if !pristine && mode == (Mode::Write { force: false }) {
-                return Err(Error::HandEdited {
+                return Err(Error::NotGenerated {
                     path: disk.dir().path(path),
                 });
             }
@@ -393,7 +393,7 @@ impl Plan {
     }
 
     /// Unified diffs of what [`Plan::apply`] would change under `root`: generated files that
-    /// differ, files that do not exist yet, and vendored files it would remove. User-owned files that exist are never shown,
+    /// differ, files that do not exist yet, and files of its own folders it would remove. User-owned files that exist are never shown,
     /// because they are never written. Control characters of the folder's files are
     /// escaped, so a file cannot rewrite the terminal the diff is printed on, and each diff
     /// gives up on a minimal result after [`DIFF_DEADLINE`].

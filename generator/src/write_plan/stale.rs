@@ -1,9 +1,18 @@
-//! Files of the generator's own folders that a plan no longer has: the vendored runtime's
-//! (`crate::vendor::VENDOR_DIR`), whose every file is the generator's. A file the runtime
-//! dropped, or the whole copy once `operator.yaml` names a shared runtime, is removed by the
-//! same write that brings the rest up to date.
+//! Files of the generator's own folders that a plan no longer has, or never had. Every file
+//! in these folders is the generator's, so any other is removed by the same write that brings
+//! the rest up to date ([`OWNED_FOLDERS`]):
 //!
-//! The folder is walked as every path below a crate folder is: nothing is followed, and
+//! - the vendored runtime's (`crate::vendor::VENDOR_DIR`): a file the runtime dropped, or the
+//!   whole copy once `operator.yaml` names a shared runtime;
+//! - the chart's `templates/`, `charts/` and `crds/`, every folder Helm reads without being
+//!   told: a file planted there would be rendered and installed with the chart. kustomize
+//!   reads only what the checksummed `kustomization.yaml` names, so `deploy/base/` needs no
+//!   walk.
+//!
+//! A file found there that the generator did not write (it has no intact checksum) is
+//! hand-edited: `--check` names it, and `gen` removes it only with `--force`.
+//!
+//! The folders are walked as every path below a crate folder is: nothing is followed, and
 //! anything but plain folders and regular files is refused. The walk is capped in entries and
 //! depth, because the folder comes with the crate, from whoever made it. The folders removals
 //! leave empty are removed after the write ([`prune`]): not journaled, since an empty folder
@@ -18,48 +27,59 @@ use crate::{
     vendor::VENDOR_DIR,
 };
 
-/// The most entries the walk of the vendored folder looks at: the runtime has a few dozen
-/// files.
+/// The folders whose every file the generator writes.
+pub(super) const OWNED_FOLDERS: [&str; 4] = [
+    VENDOR_DIR,
+    "deploy/chart/templates",
+    "deploy/chart/charts",
+    "deploy/chart/crds",
+];
+
+/// The most entries the walk of one owned folder looks at: the runtime has a few dozen
+/// files, the chart's templates a dozen.
 const MAX_ENTRIES: usize = 4096;
 
-/// The most folders deep below the vendored folder the walk goes: the runtime's `src/` is two.
+/// The most folders deep below an owned folder the walk goes: the runtime's `src/` is two.
 const MAX_DEPTH: usize = 8;
 
 /// The files in the generator's own folders that `planned` does not hold, sorted.
 pub(super) fn files(disk: &dyn Disk, planned: &[PlannedFile]) -> Result<Vec<PathBuf>> {
-    let (files, _) = walk(disk)?;
-    Ok(files
-        .into_iter()
-        .filter(|path| !planned.iter().any(|file| file.path == *path))
-        .collect())
+    let mut stale = Vec::new();
+    for top in OWNED_FOLDERS {
+        let (files, _) = walk(disk, Path::new(top))?;
+        stale.extend(
+            files
+                .into_iter()
+                .filter(|path| !planned.iter().any(|file| file.path == *path)),
+        );
+    }
+    Ok(stale)
 }
 
 /// Removes the empty folders of the generator's own folders, deepest first, and `vendor/`
 /// when it is empty. Failures are ignored: the folder stays, empty, for the next run.
 pub(super) fn prune(disk: &dyn Disk) {
-    let Ok((_, folders)) = walk(disk) else {
-        return;
-    };
-    let top = Path::new(VENDOR_DIR);
-    for folder in folders
-        .iter()
-        .rev()
-        .map(PathBuf::as_path)
-        .chain(top.parent())
-    {
-        let empty = CrateDir::new(disk.dir().path(folder))
-            .entries()
-            .is_ok_and(|entries| entries.is_empty());
-        if empty && matches!(disk.kind(folder), Ok(Some(Kind::Folder))) {
-            let _ = disk.remove_dir(folder);
+    for top in OWNED_FOLDERS.map(Path::new) {
+        let Ok((_, folders)) = walk(disk, top) else {
+            continue;
+        };
+        let vendor = (top == Path::new(VENDOR_DIR))
+            .then(|| top.parent())
+            .flatten();
+        for folder in folders.iter().rev().map(PathBuf::as_path).chain(vendor) {
+            let empty = CrateDir::new(disk.dir().path(folder))
+                .entries()
+                .is_ok_and(|entries| entries.is_empty());
+            if empty && matches!(disk.kind(folder), Ok(Some(Kind::Folder))) {
+                let _ = disk.remove_dir(folder);
+            }
         }
     }
 }
 
-/// Every file below the generator's own folders, sorted, and every folder, each after the
-/// one holding it.
-fn walk(disk: &dyn Disk) -> Result<(Vec<PathBuf>, Vec<PathBuf>)> {
-    let top = Path::new(VENDOR_DIR);
+/// Every file below the owned folder `top`, sorted, and every folder, each after the one
+/// holding it.
+fn walk(disk: &dyn Disk, top: &Path) -> Result<(Vec<PathBuf>, Vec<PathBuf>)> {
     match disk.kind(top)? {
         None => return Ok((Vec::new(), Vec::new())),
         Some(Kind::Folder) => {}
@@ -81,7 +101,7 @@ fn walk(disk: &dyn Disk) -> Result<(Vec<PathBuf>, Vec<PathBuf>)> {
                     origin: disk.dir().path(top).display().to_string(),
                     reason: format!(
                         "holds more than {MAX_ENTRIES} entries or folders more than {MAX_DEPTH} \
-                         deep, where the vendored runtime has a few dozen files: remove the \
+                         deep, where the generator writes a few dozen files: remove the \
                          folder, and `gen` writes it again"
                     ),
                 });
@@ -198,7 +218,7 @@ mod tests {
         let err = plan
             .apply(dir.path(), Mode::Write { force: false })
             .unwrap_err();
-        assert!(matches!(err, Error::HandEdited { .. }), "{err:?}");
+        assert!(matches!(err, Error::NotGenerated { .. }), "{err:?}");
         assert_eq!(
             std::fs::read_to_string(&old).unwrap(),
             edited,
@@ -234,5 +254,42 @@ mod tests {
             dir.path().join(vendored("run/old.rs")).exists(),
             "nothing was removed"
         );
+    }
+
+    #[test]
+    fn a_file_planted_in_the_chart_templates_is_flagged_and_removed_only_when_forced() {
+        let dir = tempfile::tempdir().unwrap();
+        let template = "deploy/chart/templates/deployment.yaml";
+        let plan = Plan::new(vec![generated(template, "kind: Deployment\n")]).unwrap();
+        plan.apply(dir.path(), Mode::Write { force: false })
+            .unwrap();
+        for planted in [
+            "templates/job.yaml",
+            "charts/sub/Chart.yaml",
+            "crds/extra.yaml",
+        ] {
+            let path = dir.path().join("deploy/chart").join(planted);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(&path, "kind: Job\n").unwrap();
+        }
+        let check = plan.apply(dir.path(), Mode::Check).unwrap();
+        assert_eq!(check.hand_edited().len(), 3, "{check}");
+        let err = plan
+            .apply(dir.path(), Mode::Write { force: false })
+            .unwrap_err();
+        assert!(matches!(err, Error::NotGenerated { .. }), "{err:?}");
+        assert!(err.to_string().contains("--force"), "{err}");
+        assert!(dir.path().join("deploy/chart/templates/job.yaml").exists());
+
+        plan.apply(dir.path(), Mode::Write { force: true }).unwrap();
+        assert!(!dir.path().join("deploy/chart/templates/job.yaml").exists());
+        assert!(
+            !dir.path().join("deploy/chart/charts").exists(),
+            "emptied folders go"
+        );
+        assert!(!dir.path().join("deploy/chart/crds").exists());
+        assert!(dir.path().join(template).exists(), "the planned file stays");
+        let again = plan.apply(dir.path(), Mode::Check).unwrap();
+        assert!(again.changed().is_empty(), "{again}");
     }
 }
