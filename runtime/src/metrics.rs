@@ -153,6 +153,7 @@ pub struct Metrics {
     webhook_last_turn: Mutex<Instant>,
     /// Connections closed as soon as accepted, by port, for being over its cap.
     connections_refused: Family<PortLabels, Counter>,
+    connections_closed_idle: Family<PortLabels, Counter>,
     /// 1 while this replica runs a sharded operator's sharder. Without the `sharding`
     /// feature, the gauges are served, at 0, and kept only by the registry.
     #[cfg(feature = "sharding")]
@@ -224,8 +225,14 @@ impl Metrics {
         let connections_refused = Family::<PortLabels, Counter>::default();
         registry.register(
             "connections_refused",
-            "Connections closed as soon as accepted, by port, because as many as it allows were open",
+            "Connections closed as soon as accepted, by port, because as many as it allows were open, each with a request in flight",
             connections_refused.clone(),
+        );
+        let connections_closed_idle = Family::<PortLabels, Counter>::default();
+        registry.register(
+            "connections_closed_idle",
+            "Idle connections closed, by port, to make room for a new one at the port's cap or its peer's: the oldest of the peer holding the most",
+            connections_closed_idle.clone(),
         );
         let sharder: Gauge = Gauge::default();
         registry.register(
@@ -279,6 +286,7 @@ impl Metrics {
             webhook_waiting: AtomicUsize::new(0),
             webhook_last_turn: Mutex::new(Instant::now()),
             connections_refused,
+            connections_closed_idle,
             #[cfg(feature = "sharding")]
             sharder,
             #[cfg(feature = "sharding")]
@@ -454,11 +462,13 @@ impl Metrics {
         self.webhook_requests.get_or_create(&labels).inc();
     }
 
-    /// Makes the refused connections of `port` a series at zero.
+    /// Makes the refused and the closed idle connections of `port` series at zero.
     pub(crate) fn expect_connections_refused(&self, port: &str) {
-        let _ = self.connections_refused.get_or_create(&PortLabels {
+        let labels = PortLabels {
             port: port.to_owned(),
-        });
+        };
+        let _ = self.connections_refused.get_or_create(&labels);
+        let _ = self.connections_closed_idle.get_or_create(&labels);
     }
 
     /// Counts one connection to `port` closed for being over its cap.
@@ -467,6 +477,14 @@ impl Metrics {
             port: port.to_owned(),
         };
         self.connections_refused.get_or_create(&labels).inc();
+    }
+
+    /// Counts one idle connection to `port` closed to make room for a new one.
+    pub(crate) fn connection_closed_idle(&self, port: &str) {
+        let labels = PortLabels {
+            port: port.to_owned(),
+        };
+        self.connections_closed_idle.get_or_create(&labels).inc();
     }
 
     /// Notes that this replica runs the sharder, until the guard is dropped.
