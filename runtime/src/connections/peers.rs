@@ -152,7 +152,8 @@ impl Peers {
         }
     }
 
-    /// Resolves once no connection is open.
+    /// Resolves once no connection is open: a draining server waits for it.
+    #[cfg(feature = "webhooks")]
     pub(super) async fn all_closed(&self) {
         let mut open = self.open.subscribe();
         let _ = open.wait_for(|open| *open == 0).await;
