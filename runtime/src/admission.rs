@@ -24,6 +24,10 @@ use crate::{
     webhook_server::{self, Outcome, request_uid},
 };
 
+mod weight;
+
+use weight::{MAX_REVIEW_WORK, Shape};
+
 /// How long a hook may take. The generated configurations give the API server's call 10
 /// seconds (`timeoutSeconds`); answering within half of that turns a slow hook into a denial
 /// that says so, rather than the API server's timeout.
@@ -36,11 +40,6 @@ pub(crate) const ADMISSION_DEADLINE: Duration = Duration::from_secs(9);
 /// How many of the largest reviews may be arriving at once, across every hook.
 const BODIES_AT_ONCE: usize = 2;
 
-/// The memory a review's work takes, as a multiple of its body: its object and the old one
-/// decoded into their type (about six times their JSON each, for an object of many small
-/// fields), and a mutation's patch. Measured with `webhook-server-peak` (README).
-const WORK_PER_BODY_BYTE: usize = 14;
-
 /// The largest AdmissionReview read. The API server accepts requests of up to 3 MiB, and a
 /// review of an update carries both the new and the old object.
 pub const MAX_REVIEW_BYTES: usize = 8 * 1024 * 1024;
@@ -49,8 +48,9 @@ pub const MAX_REVIEW_BYTES: usize = 8 * 1024 * 1024;
 const NOT_ANSWERED: &str = "the AdmissionReview was not answered";
 
 /// Admission reviews read and answered in turn: bodies of at most [`MAX_REVIEW_BYTES`] under a
-/// shared budget, then hooked once their work's memory ([`WORK_PER_BODY_BYTE`]) fits beside
-/// the rest, each within [`ADMISSION_DEADLINE`] (see `request_budget`).
+/// shared budget, then hooked once their work's memory (`weight`) fits beside the rest, each
+/// within [`ADMISSION_DEADLINE`] (see `request_budget`). A review whose work is over
+/// [`MAX_REVIEW_WORK`] is denied before it is decoded.
 #[derive(Clone)]
 pub(crate) struct Admissions {
     bodies: Bodies,
@@ -80,7 +80,11 @@ impl Admissions {
             Ok(body) => body,
             Err(refused) => return refused.answer(metrics, hook, NOT_ANSWERED),
         };
-        let work = body.bytes.len().saturating_mul(WORK_PER_BODY_BYTE);
+        let shape = Shape::of(&body.bytes);
+        let work = shape.work(hooked.hook, body.bytes.len());
+        if work > MAX_REVIEW_WORK {
+            return too_costly(metrics, hook, &body.bytes, &shape, work);
+        }
         let _turn = match self.turns.take(work, deadline).await {
             Ok(turn) => turn,
             Err(refused) => return refused.answer(metrics, hook, NOT_ANSWERED),
@@ -97,6 +101,25 @@ impl Admissions {
             }
         }
     }
+}
+
+/// The denial of a review whose work is over [`MAX_REVIEW_WORK`]: an answer for its uid,
+/// so the API server refuses the object whatever the webhook's failure policy.
+fn too_costly(metrics: &Metrics, hook: &str, body: &[u8], shape: &Shape, work: usize) -> Response {
+    const MIB: usize = 1024 * 1024;
+    let reason = format!(
+        "the review holds {} JSON objects in {} bytes, which {hook} would take about {} MiB \
+         to decode and answer, over the {} MiB one review may take: split the object",
+        shape.objects,
+        body.len(),
+        work / MIB,
+        MAX_REVIEW_WORK / MIB
+    );
+    tracing::warn!(%reason);
+    let mut response = AdmissionResponse::invalid(reason);
+    response.uid = request_uid(body).unwrap_or_default();
+    metrics.webhook_answered(hook, Outcome::Invalid.name());
+    Json(response.into_review()).into_response()
 }
 
 /// Which hook a request is for.

@@ -3,9 +3,12 @@
 //! webhook server applies (`connections::WEBHOOKS`, and each route's budget and turns). TLS is
 //! left out: it adds a fixed buffer per connection, not a multiple of the body.
 //!
-//! Usage: `webhook-server-peak <admission|conversion> <bytes> <at-once>`.
+//! Usage: `webhook-server-peak <admission|mutate-minimal|validate-minimal|conversion> <bytes> <at-once>`.
 //! - `admission`: example-operator's validating webhook, on an UPDATE of a PrometheusRule whose
-//!   object and old object each hold half the body in small rules: typed decoding's worst case.
+//!   object and old object each hold half the body in small rules.
+//! - `mutate-minimal` and `validate-minimal`: its mutating or validating webhook, on a CREATE
+//!   of a PrometheusRule of minimal rules (`{"expr":"1"}`): the most objects per byte, typed
+//!   decoding's worst case.
 //! - `conversion`: backup-controller's conversion webhook, on a review of as many Backups as
 //!   fit, each converted down with the hub kept in its annotation.
 //!
@@ -24,17 +27,22 @@ use serde_json::json;
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
 /// A PrometheusRule of as many small rules as fit in `bytes` of JSON, written as text rather
-/// than built as a JSON value, so that building it costs no more than the text.
-fn rule(bytes: usize) -> String {
+/// than built as a JSON value, so that building it costs no more than the text; with
+/// `minimal`, each rule is the least one (`{"expr":"1"}`), the most objects per byte.
+fn rule(bytes: usize, minimal: bool) -> String {
     let mut rules = String::with_capacity(bytes);
     let mut index = 0;
     while rules.len() + 100 < bytes {
         if index > 0 {
             rules.push(',');
         }
-        rules.push_str(&format!(
-            r#"{{"alert":"Alert{index:07}","expr":"vector(1)","labels":{{"severity":"warning"}}}}"#
-        ));
+        if minimal {
+            rules.push_str(r#"{"expr":"1"}"#);
+        } else {
+            rules.push_str(&format!(
+                r#"{{"alert":"Alert{index:07}","expr":"vector(1)","labels":{{"severity":"warning"}}}}"#
+            ));
+        }
         index += 1;
     }
     format!(
@@ -43,9 +51,19 @@ fn rule(bytes: usize) -> String {
 }
 
 fn admission_body(bytes: usize) -> Vec<u8> {
-    let object = rule(bytes / 2);
+    let object = rule(bytes / 2, false);
     format!(
         r#"{{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{{"uid":"0d1c2b3a-0000-4000-8000-000000000001","kind":{{"group":"monitoring.coreos.com","version":"v1","kind":"PrometheusRule"}},"resource":{{"group":"monitoring.coreos.com","version":"v1","resource":"prometheusrules"}},"name":"large","namespace":"default","operation":"UPDATE","userInfo":{{"username":"admin"}},"object":{object},"oldObject":{object}}}}}"#
+    )
+    .into_bytes()
+}
+
+/// A CREATE of a PrometheusRule of minimal rules filling `bytes`: one object, the shape of
+/// the hardening round's 7.2 MiB review to `/mutate`.
+fn minimal_create_body(bytes: usize) -> Vec<u8> {
+    let object = rule(bytes, true);
+    format!(
+        r#"{{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{{"uid":"0d1c2b3a-0000-4000-8000-000000000001","kind":{{"group":"monitoring.coreos.com","version":"v1","kind":"PrometheusRule"}},"resource":{{"group":"monitoring.coreos.com","version":"v1","resource":"prometheusrules"}},"name":"large","namespace":"default","operation":"CREATE","userInfo":{{"username":"admin"}},"object":{object}}}}}"#
     )
     .into_bytes()
 }
@@ -74,7 +92,7 @@ async fn post(addr: SocketAddr, path: &str, body: Arc<Vec<u8>>) -> String {
 #[tokio::main]
 async fn main() -> Result<(), String> {
     let mut args = std::env::args().skip(1);
-    let usage = "usage: webhook-server-peak <admission|conversion> <bytes> <at-once>";
+    let usage = "usage: webhook-server-peak <admission|mutate-minimal|validate-minimal|conversion> <bytes> <at-once>";
     let way = args.next().ok_or(usage)?;
     let bytes: usize = args.next().and_then(|b| b.parse().ok()).ok_or(usage)?;
     let at_once: usize = args.next().and_then(|b| b.parse().ok()).ok_or(usage)?;
@@ -84,6 +102,15 @@ async fn main() -> Result<(), String> {
             example_operator::webhook::router(Arc::clone(&metrics)),
             "/validate",
             admission_body(bytes),
+        ),
+        "mutate-minimal" | "validate-minimal" => (
+            example_operator::webhook::router(Arc::clone(&metrics)),
+            if way == "mutate-minimal" {
+                "/mutate"
+            } else {
+                "/validate"
+            },
+            minimal_create_body(bytes),
         ),
         "conversion" => {
             let settings = backup_controller::settings::Settings {
