@@ -9,7 +9,7 @@ use std::{
 use anyhow::Context as _;
 use operator_gen::{Job, Mode};
 
-use crate::{Shell, lockfile::Step, shown};
+use crate::{Shell, lockfile::Step, shown, shown_path};
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct GenArgs {
@@ -104,7 +104,7 @@ pub fn run(args: GenArgs, shell: &Shell) -> anyhow::Result<ExitCode> {
             (false, true) => "removed",
             (false, false) => "wrote",
         };
-        out.push_str(&format!("  {verb} {}\n", shown(&path.display())));
+        out.push_str(&format!("  {verb} {}\n", shown_path(path)));
     }
     // After the files are in place: cargo fits the lock to the Cargo.toml just written.
     let lock = (!check).then(|| crate::lockfile::follow(&job.out));
@@ -136,7 +136,7 @@ pub fn run(args: GenArgs, shell: &Shell) -> anyhow::Result<ExitCode> {
                 "{} was edited by hand, so `{command}` will refuse to overwrite it: move the edit \
                  into src/reconcile.rs (or operator.yaml) and run `{command}`, or run \
                  `{command} --force` to discard the edit",
-                shown(&path.display())
+                shown_path(path)
             );
         }
         eprintln!(
@@ -187,7 +187,7 @@ fn crate_shown(out: &Path) -> String {
     };
     match out.file_name().is_none().then(own_name).flatten() {
         Some(name) => shown(&name),
-        None => shown(&out.display()),
+        None => shown_path(out),
     }
 }
 

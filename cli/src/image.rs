@@ -10,7 +10,7 @@ use anyhow::{Context as _, bail};
 use operator_gen::crate_dir::CrateDir;
 use operator_gen_image::{Recipe, Reference, Role};
 
-use crate::shown;
+use crate::{shown, shown_path};
 
 /// The CA bundle copied in unless told otherwise: Debian's, as rustls-native-certs reads it.
 const HOST_CA_BUNDLE: &str = "/etc/ssl/certs/ca-certificates.crt";
@@ -60,13 +60,13 @@ fn package(dir: &Path) -> anyhow::Result<(String, String)> {
         .with_context(|| {
             format!(
                 "{} has no Cargo.toml: pass the operator crate's folder",
-                shown(&dir.display())
+                shown_path(dir)
             )
         })?;
     let text = String::from_utf8(bytes)
-        .with_context(|| format!("{} is not UTF-8", shown(&cargo_toml.display())))?;
+        .with_context(|| format!("{} is not UTF-8", shown_path(&cargo_toml)))?;
     let manifest: toml::Table = toml::from_str(&text)
-        .with_context(|| format!("{} is not TOML", shown(&cargo_toml.display())))?;
+        .with_context(|| format!("{} is not TOML", shown_path(&cargo_toml)))?;
     let field = |name: &str| {
         manifest
             .get("package")
@@ -76,7 +76,7 @@ fn package(dir: &Path) -> anyhow::Result<(String, String)> {
             .with_context(|| {
                 format!(
                     "{} has no package.{name}: pass the operator crate's folder",
-                    shown(&cargo_toml.display())
+                    shown_path(&cargo_toml)
                 )
             })
     };
@@ -119,10 +119,10 @@ pub fn run(args: ImageArgs) -> anyhow::Result<ExitCode> {
         println!(
             "  {} <- {} ({role})",
             shown(&content.path),
-            shown(&content.source.display())
+            shown_path(&content.source)
         );
     }
-    let out = shown(&out.display());
+    let out = shown_path(&out);
     println!("wrote {out}; load it where the cluster runs it:");
     println!("  kind load image-archive {out}");
     println!("  ctr --namespace k8s.io images import {out}");
@@ -149,7 +149,7 @@ fn write(image: &operator_gen_image::Image, out: &Path) -> anyhow::Result<()> {
     }
     if !made.is_empty() {
         std::fs::create_dir_all(parent)
-            .with_context(|| format!("making {}", shown(&parent.display())))?;
+            .with_context(|| format!("making {}", shown_path(parent)))?;
     }
     let written = image.write(out);
     if written.is_err() {

@@ -19,7 +19,7 @@ use anyhow::{Context as _, bail};
 use operator_gen::crate_dir::CrateDir;
 use serde_json::{Value, json};
 
-use crate::shown;
+use crate::{shown, shown_path};
 
 /// The largest `deploy/base/deployment.yaml` read.
 const MAX_DEPLOYMENT_BYTES: u64 = 1024 * 1024;
@@ -68,14 +68,14 @@ impl ServiceAccount {
             .with_context(|| {
                 format!(
                     "{} is missing: pass the folder of a crate operator-gen generated",
-                    shown(&path.display())
+                    shown_path(&path)
                 )
             })?;
         let text = String::from_utf8(bytes)
-            .with_context(|| format!("{} is not UTF-8", shown(&path.display())))?;
+            .with_context(|| format!("{} is not UTF-8", shown_path(&path)))?;
         let deployment: Value =
             serde_saphyr::from_str_with_options(&text, operator_gen::limits::yaml_options())
-                .with_context(|| format!("reading {}", shown(&path.display())))?;
+                .with_context(|| format!("reading {}", shown_path(&path)))?;
         let field = |pointer: &str| {
             deployment
                 .pointer(pointer)
@@ -84,7 +84,7 @@ impl ServiceAccount {
                 .with_context(|| {
                     format!(
                         "{} has no {}: regenerate it with `operator-gen gen`",
-                        shown(&path.display()),
+                        shown_path(&path),
                         pointer.trim_start_matches('/').replace('/', ".")
                     )
                 })
@@ -232,12 +232,12 @@ fn write_private(path: &Path, config: &Value) -> anyhow::Result<()> {
     let mut file = tempfile::Builder::new()
         .prefix(".kubeconfig-")
         .tempfile_in(parent)
-        .with_context(|| format!("creating a file in {}", shown(&parent.display())))?;
+        .with_context(|| format!("creating a file in {}", shown_path(parent)))?;
     file.write_all(config.to_string().as_bytes())
         .and_then(|()| file.as_file().sync_all())
-        .with_context(|| format!("writing {}", shown(&path.display())))?;
+        .with_context(|| format!("writing {}", shown_path(path)))?;
     file.persist(path)
-        .with_context(|| format!("writing {}", shown(&path.display())))?;
+        .with_context(|| format!("writing {}", shown_path(path)))?;
     Ok(())
 }
 

@@ -77,6 +77,8 @@ pub fn exit_code(result: anyhow::Result<std::process::ExitCode>) -> std::process
     })
 }
 
+pub use operator_gen::text::shown_path;
+
 /// `value` as one printable line, for echoing paths and names a person typed (or a CRD
 /// holds) back to their terminal.
 pub fn shown(value: &dyn std::fmt::Display) -> String {

@@ -78,7 +78,7 @@ pub enum Step {
 impl Lock {
     /// What to tell the user, if anything: a line for the report, or a warning.
     pub fn report(&self, out: &Path) -> Option<Result<String, String>> {
-        let dir = crate::shown(&out.display());
+        let dir = crate::shown_path(out);
         match self {
             Self::InStep | Self::InWorkspace(_) => None,
             Self::Fitted(fitted) => Some(Ok(fitted.report(&dir))),

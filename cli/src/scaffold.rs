@@ -12,7 +12,7 @@ use operator_gen::{
     scaffold::{self, FromManifest, NewOperator, NewPrimary},
 };
 
-use crate::{Shell, shown};
+use crate::{Shell, shown, shown_path};
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct NewArgs {
@@ -75,9 +75,9 @@ pub fn run(args: NewArgs, shell: &Shell) -> anyhow::Result<ExitCode> {
             manifest,
             allow_http: args.allow_http,
         };
-        let dir = shown(&new.dir.display());
+        let dir = shown_path(&new.dir);
         let created = scaffold::create_from_manifest(&new)
-            .with_context(|| format!("creating {dir} from {}", shown(&new.manifest.display())))?;
+            .with_context(|| format!("creating {dir} from {}", shown_path(&new.manifest)))?;
         return Ok(report(&new.dir, created, shell));
     }
     let primary = if let Some(source) = args.crd {
@@ -115,7 +115,7 @@ pub fn run(args: NewArgs, shell: &Shell) -> anyhow::Result<ExitCode> {
         allow_http: args.allow_http,
         runtime: None,
     };
-    let dir = shown(&new.dir.display());
+    let dir = shown_path(&new.dir);
     let created = scaffold::create(&new).with_context(|| format!("creating {dir}"))?;
     Ok(report(&new.dir, created, shell))
 }
@@ -125,7 +125,7 @@ pub fn run(args: NewArgs, shell: &Shell) -> anyhow::Result<ExitCode> {
 fn report(dir: &Path, (generated, report): (Generated, Report), shell: &Shell) -> ExitCode {
     let lock = crate::lockfile::follow(dir);
     let lock = lock.report(dir);
-    let dir = shown(&dir.display());
+    let dir = shown_path(dir);
     let build = match &lock {
         Some(Ok(_)) => "cargo build --locked",
         _ => "cargo build",

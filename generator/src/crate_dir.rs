@@ -36,7 +36,10 @@ use rustix::{
     io::Errno,
 };
 
-use crate::{limits, text::shown};
+use crate::{
+    limits,
+    text::{shown, shown_path},
+};
 
 /// The crate's own manifest, in its folder.
 pub const MANIFEST: &str = "operator.yaml";
@@ -50,7 +53,7 @@ pub enum Error {
     /// Something other than a plain folder or a regular file is on a path below the folder.
     #[error(
         "{} is {found}, not a plain {wanted}; operator-gen never follows links or opens special files in a crate folder, so that the folder cannot make it read or write anything outside it: replace it with a plain {wanted}, or remove it",
-        shown(&.path.display())
+        shown_path(.path)
     )]
     NotPlain {
         path: PathBuf,
@@ -62,20 +65,20 @@ pub enum Error {
     /// operator-gen writes.
     #[error(
         "{} is larger than {}, more than any file operator-gen reads or writes there holds; move it away",
-        shown(&.path.display()),
+        shown_path(.path),
         limits::bytes(*.max)
     )]
     TooLarge { path: PathBuf, max: u64 },
 
     /// A path that is not a plain relative path below the folder: a bug in the caller.
-    #[error("{} is not a path below the crate folder; this is a bug in operator-gen", shown(&.path.display()))]
+    #[error("{} is not a path below the crate folder; this is a bug in operator-gen", shown_path(.path))]
     Outside { path: PathBuf },
 
     /// The operating system refused an operation.
     ///
     /// The OS error is part of the message and deliberately not the error's `source()`: a
     /// report that prints the chain (`{:#}`) would print it twice.
-    #[error("{action} {}: {}", shown(&.path.display()), shown(&.cause))]
+    #[error("{action} {}: {}", shown_path(.path), shown(&.cause))]
     Io {
         /// What was being done: `reading`, `writing`, `renaming`, ...
         action: &'static str,
@@ -86,7 +89,7 @@ pub enum Error {
     /// Another run holds the folder's lock ([`CrateDir::lock`]).
     #[error(
         "another operator-gen run is writing the crate folder {}{}; try again when it finishes",
-        shown(&.path.display()),
+        shown_path(.path),
         if *.exclusive { " (or checking it)" } else { "" }
     )]
     Busy {

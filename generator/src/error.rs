@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use crate::text::shown;
+use crate::text::{shown, shown_path};
 
 /// Everything that can stop a generation run.
 ///
@@ -86,29 +86,29 @@ pub enum Error {
     Template { template: String, reason: String },
 
     /// Writing the output failed.
-    #[error("writing {}: {}", shown(&.path.display()), shown(&.source))]
+    #[error("writing {}: {}", shown_path(.path), shown(&.source))]
     Write {
         path: PathBuf,
         source: std::io::Error,
     },
 
     /// `new` was pointed at a folder that already holds files.
-    #[error("{} exists and is not empty; `new` only creates. To regenerate an existing operator run `gen` in its folder, or `gen --out {}`", shown(&.dir.display()), shown(&.dir.display()))]
+    #[error("{} exists and is not empty; `new` only creates. To regenerate an existing operator run `gen` in its folder, or `gen --out {}`", shown_path(.dir), shown_path(.dir))]
     Occupied { dir: PathBuf },
 
     /// `--out` names a folder that cannot become a crate: the root folder, the home folder,
     /// or one holding files other than a crate's own.
-    #[error("{} {}; point --out at a new or empty folder, or at a crate operator-gen made", shown(&.dir.display()), shown(&.reason))]
+    #[error("{} {}; point --out at a new or empty folder, or at a crate operator-gen made", shown_path(.dir), shown(&.reason))]
     UnfitOut { dir: PathBuf, reason: String },
 
     /// `--out` holds a Cargo project that operator-gen did not make; writing would overwrite
     /// its Cargo.toml.
-    #[error("{} holds a Cargo project not made by operator-gen (its Cargo.toml has no operator-gen header); point --out at an empty folder or at a crate operator-gen generated", shown(&.dir.display()))]
+    #[error("{} holds a Cargo project not made by operator-gen (its Cargo.toml has no operator-gen header); point --out at an empty folder or at a crate operator-gen generated", shown_path(.dir))]
     ForeignCrate { dir: PathBuf },
 
     /// `--out` holds an operator generated for another primary than this run's; writing would
     /// replace one operator's generated code with another's beside the first one's user code.
-    #[error("{} holds the operator generated for {}, and this run generates one for {}; point --out at another folder, or pass --force to replace its generated files (the files you own are kept)", shown(&.dir.display()), shown(&.recorded), shown(&.given))]
+    #[error("{} holds the operator generated for {}, and this run generates one for {}; point --out at another folder, or pass --force to replace its generated files (the files you own are kept)", shown_path(.dir), shown(&.recorded), shown(&.given))]
     OtherPrimary {
         dir: PathBuf,
         recorded: String,
@@ -116,22 +116,22 @@ pub enum Error {
     },
 
     /// A file the user owns no longer fits the code the manifest asks for.
-    #[error("{} (yours) {}", shown(&.path.display()), shown(&.reason))]
+    #[error("{} (yours) {}", shown_path(.path), shown(&.reason))]
     UserFile { path: PathBuf, reason: String },
 
     /// A write was interrupted (killed) and left its journal; check mode cannot restore it.
-    #[error("an interrupted run left {}; run the same command without --check to restore the folder first", shown(&.journal.display()))]
+    #[error("an interrupted run left {}; run the same command without --check to restore the folder first", shown_path(.journal))]
     Interrupted { journal: PathBuf },
 
     /// The journal of an interrupted write cannot be read, or describes a write operator-gen
     /// could not have made, so it is not used to restore the folder.
-    #[error("{} is not a journal operator-gen can restore the folder from ({}); if it came with the folder (a clone, an archive), delete it; if a run of operator-gen was interrupted here, compare the folder with version control, then delete it", shown(&.path.display()), shown(&.reason))]
+    #[error("{} is not a journal operator-gen can restore the folder from ({}); if it came with the folder (a clone, an archive), delete it; if a run of operator-gen was interrupted here, compare the folder with version control, then delete it", shown_path(.path), shown(&.reason))]
     Journal { path: PathBuf, reason: String },
 
     /// Something is at a name where a write keeps a file's backup or new version, and no
     /// journal accounts for it, so the write refuses it rather than removing it or taking it
     /// for its own.
-    #[error("{} is in the way: it is {} where operator-gen keeps the {} of {} while it writes it, and no interrupted run's journal lists it; it is the leftover of an interrupted run, or it came with the folder (a clone, an archive). Nothing was written: look at it, remove it, and run again", shown(&.path.display()), .found, .role, shown(&.target.display()))]
+    #[error("{} is in the way: it is {} where operator-gen keeps the {} of {} while it writes it, and no interrupted run's journal lists it; it is the leftover of an interrupted run, or it came with the folder (a clone, an archive). Nothing was written: look at it, remove it, and run again", shown_path(.path), .found, .role, shown_path(.target))]
     InTheWay {
         path: PathBuf,
         /// What is there: `a file`, `a symbolic link`, ...
@@ -148,13 +148,13 @@ pub enum Error {
     CrateDir(#[from] crate::crate_dir::Error),
 
     /// A generated file was edited by hand, so rewriting it would lose that edit.
-    #[error("{} was edited by hand since it was generated; move the change into a user-owned file (src/reconcile.rs) or rerun with --force to overwrite it", shown(&.path.display()))]
+    #[error("{} was edited by hand since it was generated; move the change into a user-owned file (src/reconcile.rs) or rerun with --force to overwrite it", shown_path(.path))]
     HandEdited { path: PathBuf },
 
     /// A file in a folder whose every file the generator writes (the vendored runtime, the
     /// chart's `templates/`) that it would remove, but did not write as it is: planted there,
     /// or edited. Helm installs whatever the chart's folders hold.
-    #[error("{} is in a folder whose every file operator-gen writes, and is not as it wrote it; Helm and Cargo would use it as if it were: move it out of the folder, or rerun with --force to remove it", shown(&.path.display()))]
+    #[error("{} is in a folder whose every file operator-gen writes, and is not as it wrote it; Helm and Cargo would use it as if it were: move it out of the folder, or rerun with --force to remove it", shown_path(.path))]
     NotGenerated { path: PathBuf },
 }
 

@@ -29,6 +29,20 @@ pub(crate) fn shown(value: &dyn fmt::Display) -> String {
     Text::new(value.to_string()).comment()
 }
 
+/// `path` as [`shown`] prints text, with each byte that is not UTF-8 as `\xNN`: a path is
+/// bytes, and printing it lossily (`�`) would name a file that is not there.
+pub fn shown_path(path: &std::path::Path) -> String {
+    use std::os::unix::ffi::OsStrExt as _;
+    let mut out = String::new();
+    for chunk in path.as_os_str().as_bytes().utf8_chunks() {
+        out.push_str(&Text::new(chunk.valid().to_owned()).comment());
+        for byte in chunk.invalid() {
+            out.push_str(&format!("\\x{byte:02x}"));
+        }
+    }
+    out
+}
+
 /// Serializes `text` as a Tera safe string: printed as it is, where a plain string would be
 /// refused. Outside Tera it is an ordinary string.
 fn safe<S: Serializer>(text: &str, serializer: S) -> Result<S::Ok, S::Error> {
@@ -501,6 +515,13 @@ impl From<String> for Text {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_path_that_is_not_utf8_is_shown_byte_for_byte() {
+        use std::os::unix::ffi::OsStrExt as _;
+        let path = std::path::Path::new(std::ffi::OsStr::from_bytes(b"out/\xff\xfeop\n"));
+        assert_eq!(super::shown_path(path), "out/\\xff\\xfeop\\u{a}");
+    }
+
     use super::*;
 
     #[test]
