@@ -1,7 +1,12 @@
 //! A Kubernetes client that counts every request it makes, by verb, in
-//! `operator_api_requests_total`.
+//! `operator_api_requests_total`, and notes since when the API server has refused its
+//! credentials, so that a replica whose token stopped working reports not ready
+//! (`Metrics::is_ready`) rather than staying live and ready forever.
 
-use std::sync::LazyLock;
+use std::{
+    sync::{LazyLock, Mutex, PoisonError},
+    time::{Duration, Instant},
+};
 
 use prometheus_client::{
     encoding::EncodeLabelSet,
@@ -32,9 +37,40 @@ pub async fn counted() -> Result<kube::Client, kube::Error> {
 /// A client for `config`, counting every request it makes.
 pub fn counted_from(config: kube::Config) -> Result<kube::Client, kube::Error> {
     let counted = tower::util::MapRequestLayer::new(count_request);
+    let answers = tower::util::MapResponseLayer::new(note_answer);
     Ok(kube::client::ClientBuilder::try_from(config)?
         .with_layer(&counted)
+        .with_layer(&answers)
         .build())
+}
+
+/// Since when every answer of the API server to this process has been `401 Unauthorized`:
+/// its token expired or was revoked. Any other answer clears it; no answer at all (the API
+/// server is down) leaves it as it is.
+static CREDENTIALS_REFUSED_SINCE: Mutex<Option<Instant>> = Mutex::new(None);
+
+fn note_answer<B>(response: http::Response<B>) -> http::Response<B> {
+    note_status(response.status(), Instant::now());
+    response
+}
+
+fn note_status(status: http::StatusCode, at: Instant) {
+    let mut since = CREDENTIALS_REFUSED_SINCE
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner);
+    if status == http::StatusCode::UNAUTHORIZED {
+        since.get_or_insert(at);
+    } else {
+        *since = None;
+    }
+}
+
+/// How long the API server has refused this process's credentials, if it does now.
+pub(crate) fn credentials_refused_for() -> Option<Duration> {
+    CREDENTIALS_REFUSED_SINCE
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .map(|since| since.elapsed())
 }
 
 fn count_request<B>(request: http::Request<B>) -> http::Request<B> {
@@ -131,6 +167,52 @@ mod tests {
             let uri: http::Uri = uri.parse().expect("a uri");
             assert_eq!(verb(&method, &uri), expected, "{method} {uri}");
         }
+    }
+
+    /// The one test that touches the process's record of refused credentials, so that no
+    /// other sees it change: through a client built by [`counted_from`], against a loopback
+    /// server that answers 401 until it is told the token works.
+    #[tokio::test]
+    async fn credentials_count_as_refused_from_the_first_401_until_any_other_answer() {
+        let accepted = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let answer = {
+            let accepted = std::sync::Arc::clone(&accepted);
+            move || async move {
+                if accepted.load(std::sync::atomic::Ordering::SeqCst) {
+                    (http::StatusCode::FORBIDDEN, "{}")
+                } else {
+                    (http::StatusCode::UNAUTHORIZED, "{}")
+                }
+            }
+        };
+        let router = axum::Router::new().fallback(answer);
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("a loopback port");
+        let url = format!("http://{}", listener.local_addr().expect("its address"));
+        tokio::spawn(axum::serve(listener, router).into_future());
+        let config = kube::Config::new(url.parse().expect("a URL"));
+        let client = counted_from(config).expect("a client");
+        let get = || async {
+            let _ = client
+                .request_text(
+                    http::Request::get("/api/v1/namespaces/a/configmaps/b")
+                        .body(Vec::new())
+                        .expect("a request"),
+                )
+                .await;
+        };
+
+        note_status(http::StatusCode::OK, Instant::now());
+        let before = Instant::now();
+        get().await;
+        get().await;
+        let refused = credentials_refused_for().expect("refused by the server");
+        assert!(refused <= before.elapsed(), "counted from the first 401");
+        // A forbidden request authenticated: the token works again.
+        accepted.store(true, std::sync::atomic::Ordering::SeqCst);
+        get().await;
+        assert_eq!(credentials_refused_for(), None);
     }
 
     #[test]

@@ -164,6 +164,8 @@ pub struct Metrics {
     /// The caches counted in `operator_cache_objects`.
     caches: Arc<CacheSizes>,
     ready_when: ReadyWhen,
+    /// Whether the log last said the credentials are refused.
+    credentials_told_dead: AtomicBool,
 }
 
 impl Metrics {
@@ -293,6 +295,7 @@ impl Metrics {
             unplaced,
             caches,
             ready_when,
+            credentials_told_dead: AtomicBool::new(false),
         }
     }
 
@@ -537,7 +540,19 @@ impl Metrics {
     /// Whether this replica is ready, as [`ReadyWhen`] says. A replica waiting for the Lease
     /// is ready to take over: were it not, a rolling update of two replicas would wait for a
     /// new pod that cannot lead until an old one, which the update keeps, stops.
+    ///
+    /// A replica whose credentials the API server has refused for longer than a Lease lasts
+    /// is not ready, whatever else holds: its caches and webhooks no longer follow the
+    /// cluster, and another replica should serve.
     pub fn is_ready(&self) -> bool {
+        self.ready_with(crate::client::credentials_refused_for())
+    }
+
+    /// [`Metrics::is_ready`], the credentials refused for `refused`.
+    fn ready_with(&self, refused: Option<Duration>) -> bool {
+        if self.credentials_dead(refused) {
+            return false;
+        }
         match self.ready_when {
             ReadyWhen::WatchesListed(_) => {
                 self.leader.get() == 0 || self.unsynced.load(Ordering::SeqCst) == 0
@@ -546,6 +561,26 @@ impl Metrics {
                 !self.webhooks_pending.load(Ordering::SeqCst) && !self.webhooks_stuck()
             }
         }
+    }
+
+    /// Whether the API server has refused this process's credentials for longer than a Lease
+    /// lasts ([`crate::settings::LEASE_SECONDS`]); said once in the log each time it becomes so.
+    fn credentials_dead(&self, refused: Option<Duration>) -> bool {
+        let limit = Duration::from_secs(crate::settings::LEASE_SECONDS);
+        let refused = refused.filter(|refused| *refused > limit);
+        let dead = refused.is_some();
+        if self.credentials_told_dead.swap(dead, Ordering::SeqCst) != dead {
+            match refused {
+                Some(refused) => tracing::error!(
+                    refused_for = ?refused,
+                    "the API server refuses this replica's credentials (401 Unauthorized): \
+                     reporting not ready until it accepts them; check the ServiceAccount's \
+                     token, or the kubeconfig"
+                ),
+                None => tracing::info!("the API server accepts this replica's credentials again"),
+            }
+        }
+        dead
     }
 
     /// The metrics in the Prometheus text format.
@@ -564,6 +599,19 @@ mod tests {
     use k8s_openapi::api::core::v1::ConfigMap;
 
     use super::*;
+
+    #[test]
+    fn a_replica_whose_credentials_are_refused_past_a_lease_is_not_ready_until_accepted() {
+        let metrics = Metrics::new(ReadyWhen::WatchesListed(0));
+        let lease = Duration::from_secs(crate::settings::LEASE_SECONDS);
+        assert!(metrics.ready_with(None));
+        assert!(
+            metrics.ready_with(Some(lease / 2)),
+            "a blip is no dead token"
+        );
+        assert!(!metrics.ready_with(Some(lease * 2)));
+        assert!(metrics.ready_with(None), "ready again once accepted");
+    }
 
     #[derive(Debug)]
     struct Failure {
