@@ -159,7 +159,7 @@ impl<'a> Rules<'a> {
     ///
     /// A rule over the generator's caps is not compiled at all but warned of the same way:
     /// one whose text is over [`limits::cel_text_over_caps`], before the parser sees it, and
-    /// one whose [`cost::estimate`] is over [`limits::MAX_CEL_COST`], before it is run.
+    /// one whose estimated cost (`cel::cost`) is over [`limits::MAX_CEL_COST`], before it is run.
     pub fn compile(schema: &'a Value) -> Self {
         let compiled = has_rules_in(schema, 0).then(|| {
             let (screened, refused) = screen(schema);

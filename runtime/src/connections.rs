@@ -76,7 +76,7 @@ pub struct Limits {
     /// The port's name in `operator_connections_refused_total`.
     pub port: &'static str,
     /// Connections open at once, lowered to a share of the open-files limit when that is
-    /// smaller ([`open_files_share`]).
+    /// smaller: half of what the soft limit leaves after a reserve for the operator's own.
     pub max_connections: usize,
     /// Connections one peer address may hold at once.
     pub max_per_peer: usize,
