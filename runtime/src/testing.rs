@@ -492,7 +492,8 @@ fn set_at(object: &mut Value, pointer: &str, value: Value) {
 }
 
 /// Asserts that the admission routes `routes` builds answer at each `(path, hook)` of
-/// `served`: a review of `object`'s creation as `admission`'s hook decides, and a review of an
+/// `served`: a review of `object`'s creation as `admission`'s hook decides (at the mutate
+/// route, with `validate` after `mutate` when `served` validates too), and a review of an
 /// object that does not decode as `K` denied with the reason, never allowed unread.
 #[cfg(feature = "webhooks")]
 pub async fn assert_admission_routes<K, A>(
@@ -526,10 +527,18 @@ pub async fn assert_admission_routes<K, A>(
     let sent = serde_json::to_value(object).expect("the object encodes");
     let mut unreadable = sent.clone();
     unreadable["metadata"]["name"] = json!(["not", "a", "name"]);
+    let validated = served.iter().any(|&(_, hook)| hook == Hook::Validate);
     for &(path, hook) in served {
         let decided = match hook {
             Hook::Validate => admission.validate(object, None).await,
-            Hook::Mutate => admission.mutate(&mut object.clone()).await,
+            Hook::Mutate => {
+                let mut mutated = object.clone();
+                match admission.mutate(&mut mutated).await {
+                    // A kind validated too is validated as mutated at the mutate route.
+                    Ok(()) if validated => admission.validate(&mutated, None).await,
+                    decided => decided,
+                }
+            }
         };
         let response = answer(path, admission_review::<K>("CREATE", &sent, &Value::Null)).await;
         assert_eq!(

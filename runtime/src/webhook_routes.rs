@@ -32,7 +32,10 @@
 //!     .into_router();
 //! ```
 
-use std::{collections::BTreeMap, sync::Arc};
+use std::{
+    collections::{BTreeMap, BTreeSet},
+    sync::Arc,
+};
 
 use axum::{
     Router,
@@ -77,6 +80,9 @@ impl Routes {
     ///
     /// Added again at the same path for another kind, the one webhook admits both: each review
     /// goes to the hooks of the kind it names (see `Hooked`).
+    ///
+    /// A kind added with both hooks has its mutations validated at the mutate route too, by
+    /// the `admission` added for the mutation (see [`Admission::mutate`]).
     ///
     /// # Panics
     ///
@@ -126,11 +132,20 @@ impl Routes {
     pub fn into_router(self) -> Router {
         // One budget and one set of turns for every admission path (see `Admissions`).
         let admissions = Admissions::new(self.turns.clone());
+        let validated: BTreeSet<(String, String)> = self
+            .admission
+            .values()
+            .filter(|hooked| hooked.hook() == Hook::Validate)
+            .flat_map(Hooked::kinds)
+            .map(|(group, kind)| (group.to_owned(), kind.to_owned()))
+            .collect();
+        let validates =
+            |group: &str, kind: &str| validated.contains(&(group.to_owned(), kind.to_owned()));
         let router = self
             .admission
             .into_iter()
             .fold(self.router, |router, (path, hooked)| {
-                let hooked = Arc::new(hooked);
+                let hooked = Arc::new(hooked.validating(validates));
                 let admissions = admissions.clone();
                 let route = post(
                     move |State(metrics): State<Arc<Metrics>>, request: Request| async move {
@@ -274,6 +289,32 @@ mod tests {
             let answer: Value = serde_json::from_slice(&answer).expect("a review");
             assert_eq!(answer["response"]["allowed"], allowed, "{answer}");
         }
+    }
+
+    #[tokio::test]
+    async fn a_kind_both_validated_and_mutated_is_refused_at_the_mutate_route() {
+        let review = admission_review::<ConfigMap>("CREATE", &config_map(), &Value::Null);
+        let both = Routes::new(metrics())
+            .admission::<ConfigMap, _>("/validate", Hook::Validate, Refuse)
+            .admission::<ConfigMap, _>("/mutate", Hook::Mutate, Refuse)
+            .admission::<Secret, _>("/mutate", Hook::Mutate, Allow)
+            .into_router();
+        let mutated_only = Routes::new(metrics())
+            .admission::<ConfigMap, _>("/mutate", Hook::Mutate, Refuse)
+            .into_router();
+        for (router, allowed) in [(both.clone(), false), (mutated_only, true)] {
+            let (status, answer) = post(router, "/mutate", review.clone()).await;
+            assert_eq!(status, StatusCode::OK);
+            let answer: Value = serde_json::from_slice(&answer).expect("a review");
+            assert_eq!(answer["response"]["allowed"], allowed, "{answer}");
+        }
+        let secret = admission_review::<Secret>("CREATE", &secret(), &Value::Null);
+        let (_, answer) = post(both, "/mutate", secret).await;
+        let answer: Value = serde_json::from_slice(&answer).expect("a review");
+        assert_eq!(
+            answer["response"]["allowed"], true,
+            "a kind mutated but not validated is not validated: {answer}"
+        );
     }
 
     #[test]
