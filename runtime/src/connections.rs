@@ -21,6 +21,10 @@
 //!   that makes no progress for that long fails the connection, so an unread answer cannot hold
 //!   what is behind it (a conversion's turn, a body's memory) for longer.
 //!
+//! - A cap on what one connection buffers ([`READ_BUFFER`]): its headers, and the chunk of a
+//!   body it has read before that body's budget has room for it (see `request_budget`), so the
+//!   memory outside the budgets is at most the cap on connections times this.
+//!
 //! The body of a request and the whole request have deadlines of their own, by route (see
 //! `request_budget`); a TLS handshake has the headers' deadline.
 //!
@@ -69,6 +73,12 @@ use peers::{Admitted, Connection, Peers, Slot};
 /// How long a draining server waits for its connections to close: each closes after its next
 /// answer, and an idle one when the headers' deadline ends it.
 pub const DRAIN: Duration = Duration::from_secs(10);
+
+/// The most one connection reads ahead: a request's headers must fit (the API server's take a
+/// few hundred bytes; a longer head is answered 431), and a body arrives in chunks of at most
+/// this. hyper's default, about 400 KiB, would let 1,024 connections hold 400 MiB outside the
+/// bodies' budget.
+pub const READ_BUFFER: usize = 64 * 1024;
 
 /// The limits of one port.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -276,6 +286,7 @@ impl Limits {
         let served = hyper::server::conn::http1::Builder::new()
             .timer(TokioTimer::new())
             .header_read_timeout(self.headers)
+            .max_buf_size(READ_BUFFER)
             .serve_connection(TokioIo::new(io), TowerToHyperService::new(service))
             .await;
         if let Err(error) = served {

@@ -1,18 +1,23 @@
 //! What a webhook request may take of a replica, whoever sends it: memory for its body, time,
 //! and a turn at the work that needs memory beyond the body.
 //!
-//! A body is read under a byte budget shared by every request of its route ([`Bodies`]): it
-//! reserves its announced length (or the route's cap, when it announces none) before its first
-//! byte is read, so that bodies never hold part of the budget while waiting for more of it, and
-//! it must then arrive at [`MIN_RATE`] after a second's grace. A client that announces a body
-//! and stalls loses its reservation within about a second; holding the budget longer costs it
-//! the bandwidth of sending what it holds. Only a whole body waits for a turn ([`Turns`]), so a
+//! A body is read under a byte budget shared by every request of its route ([`Bodies`]). It
+//! holds only the bytes that have arrived, so a client that opens a request and sends nothing
+//! holds nothing, and it must arrive at [`MIN_RATE`] after a second's grace from the request's
+//! start: holding part of the budget costs a client the bandwidth of sending it. When the budget
+//! is short, bodies wait for it oldest first, within their rate deadline; a younger body that
+//! waits while it holds bytes an older one waits for gives them up and is refused, so no two
+//! half-read bodies wait on each other. Only a whole body waits for a turn ([`Turns`]), so a
 //! stalled client never holds one: the turns bound the memory that decoding, hooks and
 //! conversions take beyond the bodies, and the budget bounds the bodies. A request that finds
 //! no turn within its deadline is refused, and the replica turns unready while requests wait
 //! and none is given a turn (see [`Metrics::webhook_waits`]).
 
-use std::{sync::Arc, time::Duration};
+use std::{
+    collections::BTreeMap,
+    sync::{Arc, Mutex, PoisonError},
+    time::Duration,
+};
 
 use axum::{
     body::{Body, Bytes},
@@ -21,7 +26,7 @@ use axum::{
 };
 use futures::StreamExt as _;
 use tokio::{
-    sync::{OwnedSemaphorePermit, Semaphore},
+    sync::{Notify, OwnedSemaphorePermit, Semaphore},
     time::Instant,
 };
 
@@ -31,7 +36,8 @@ use crate::{metrics::Metrics, webhook_server::Outcome};
 /// across zones, and far above a client that sends a byte now and then.
 pub const MIN_RATE: u64 = 1024 * 1024;
 
-/// How long a body may take to start arriving before [`MIN_RATE`] applies.
+/// How long a body may take to start arriving, from the request's start, before [`MIN_RATE`]
+/// applies.
 pub const GRACE: Duration = Duration::from_secs(1);
 
 /// Why a request was refused before its work began.
@@ -46,6 +52,9 @@ pub enum Refused {
     /// No turn came free in time.
     #[error("the webhook is busy: no turn came free within {0:?}")]
     Busy(Duration),
+    /// An older body needed the bytes this one held while it waited for more.
+    #[error("the webhook is busy: an older request needed the {0} bytes this one had read")]
+    Outwaited(usize),
     /// The connection failed while the body was read.
     #[error("the body could not be read: {0}")]
     Broken(String),
@@ -61,7 +70,9 @@ impl Refused {
             Refused::TooLarge(_) => (StatusCode::PAYLOAD_TOO_LARGE, Outcome::Invalid),
             Refused::Slow(_) => (StatusCode::REQUEST_TIMEOUT, Outcome::Invalid),
             Refused::Broken(_) => (StatusCode::BAD_REQUEST, Outcome::Invalid),
-            Refused::Busy(_) => (StatusCode::SERVICE_UNAVAILABLE, Outcome::Failed),
+            Refused::Busy(_) | Refused::Outwaited(_) => {
+                (StatusCode::SERVICE_UNAVAILABLE, Outcome::Failed)
+            }
         };
         metrics.webhook_answered(hook, outcome.name());
         let reason = format!("{what}: {self}");
@@ -73,78 +84,184 @@ impl Refused {
 /// Bodies read under a shared byte budget, each of at most `max_bytes`, each within a deadline.
 #[derive(Clone)]
 pub struct Bodies {
-    budget: Arc<Semaphore>,
+    budget: Arc<Budget>,
     max_bytes: usize,
+}
+
+/// The bytes that the bodies being read and held may take at once, given as they arrive.
+struct Budget {
+    ledger: Mutex<Ledger>,
+    /// Woken when bytes are given back or a body starts or stops waiting.
+    changed: Notify,
+}
+
+/// What is left of a [`Budget`], and who waits for it, by age.
+struct Ledger {
+    available: usize,
+    /// The next body's place: a lower place is an older body.
+    next: u64,
+    /// The bodies waiting for bytes: their place, and how many they wait for.
+    waiting: BTreeMap<u64, usize>,
+}
+
+/// What the ledger says to a body that asks for more bytes.
+enum Answer {
+    Given,
+    /// Wait; `first` when the body was not waiting before, so that the younger ones holding
+    /// bytes learn of it.
+    Wait {
+        first: bool,
+    },
+    /// An older body waits for more than is left, and this one holds bytes: it gives them up.
+    GiveUp,
+}
+
+impl Ledger {
+    /// Gives `wanted` bytes to the body at `place`, which holds `held`, if none older waits.
+    fn ask(&mut self, place: u64, wanted: usize, held: usize) -> Answer {
+        let older_short = self
+            .waiting
+            .range(..place)
+            .any(|(_, &needs)| needs > self.available);
+        let older = self.waiting.range(..place).next().is_some();
+        if !older && wanted <= self.available {
+            self.waiting.remove(&place);
+            self.available -= wanted;
+            Answer::Given
+        } else if older_short && held > 0 {
+            self.waiting.remove(&place);
+            Answer::GiveUp
+        } else {
+            let first = self.waiting.insert(place, wanted).is_none();
+            Answer::Wait { first }
+        }
+    }
+}
+
+impl Budget {
+    fn ledger(&self) -> std::sync::MutexGuard<'_, Ledger> {
+        // The ledger is left consistent at every step, so a panic elsewhere cannot spoil it.
+        self.ledger.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// A body's share of the [`Budget`] while it is read: the bytes it has taken, given back, and
+/// its place in line given up, when it is dropped.
+struct Share {
+    budget: Arc<Budget>,
+    place: u64,
+    held: usize,
+}
+
+impl Share {
+    /// A share of nothing yet, in line behind every body before it.
+    fn new(budget: &Arc<Budget>) -> Self {
+        let place = {
+            let mut ledger = budget.ledger();
+            ledger.next += 1;
+            ledger.next
+        };
+        Self {
+            budget: Arc::clone(budget),
+            place,
+            held: 0,
+        }
+    }
+
+    /// Takes `wanted` more bytes, waiting for them oldest body first until `by`.
+    async fn grow(&mut self, wanted: usize, by: Instant) -> Result<(), Refused> {
+        let started = Instant::now();
+        loop {
+            let changed = self.budget.changed.notified();
+            tokio::pin!(changed);
+            changed.as_mut().enable();
+            let answer = self.budget.ledger().ask(self.place, wanted, self.held);
+            match answer {
+                Answer::Given => {
+                    self.held += wanted;
+                    return Ok(());
+                }
+                // Dropping the share gives the bytes back and wakes the older body.
+                Answer::GiveUp => return Err(Refused::Outwaited(self.held)),
+                // Younger bodies that hold bytes must see that this one waits.
+                Answer::Wait { first: true } => self.budget.changed.notify_waiters(),
+                Answer::Wait { first: false } => {}
+            }
+            if tokio::time::timeout_at(by, changed).await.is_err() {
+                return Err(Refused::Slow(by.saturating_duration_since(started)));
+            }
+        }
+    }
+}
+
+impl Drop for Share {
+    fn drop(&mut self) {
+        let mut ledger = self.budget.ledger();
+        ledger.available += self.held;
+        ledger.waiting.remove(&self.place);
+        drop(ledger);
+        self.budget.changed.notify_waiters();
+    }
 }
 
 /// A body read whole, holding its bytes of the budget until it is dropped.
 pub struct Held {
     /// The body.
     pub bytes: Bytes,
-    _budget: Option<OwnedSemaphorePermit>,
+    _share: Share,
 }
 
 impl Bodies {
     /// Bodies of at most `max_bytes`, `at_once` of the largest held at a time.
     pub fn new(max_bytes: usize, at_once: usize) -> Self {
-        let budget = max_bytes
-            .saturating_mul(at_once.max(1))
-            .min(Semaphore::MAX_PERMITS);
+        let ledger = Ledger {
+            available: max_bytes.saturating_mul(at_once.max(1)),
+            next: 0,
+            waiting: BTreeMap::new(),
+        };
         Self {
-            budget: Arc::new(Semaphore::new(budget)),
+            budget: Arc::new(Budget {
+                ledger: Mutex::new(ledger),
+                changed: Notify::new(),
+            }),
             max_bytes,
         }
     }
 
-    /// Reads `body` whole by `deadline`, once the budget has room for its announced length
-    /// (or the cap, when it announces none), at [`MIN_RATE`] after [`GRACE`]. A body announced
-    /// or found larger than `max_bytes` is refused at once.
+    /// Reads `body` whole by `deadline`, each chunk once the budget has room for it, at
+    /// [`MIN_RATE`] after [`GRACE`] from now. A body announced or found larger than
+    /// `max_bytes` is refused at once.
     pub async fn read(&self, body: Body, deadline: Instant) -> Result<Held, Refused> {
-        let too_large = Refused::TooLarge(self.max_bytes);
-        let reserved = match announced(&body) {
-            Some(length) if length > self.max_bytes => return Err(too_large),
-            Some(length) => length,
-            None => self.max_bytes,
-        };
         let started = Instant::now();
-        let permits = u32::try_from(reserved).map_err(|_| Refused::TooLarge(self.max_bytes))?;
-        let budget = Arc::clone(&self.budget).acquire_many_owned(permits);
-        let held = match tokio::time::timeout_at(deadline, budget).await {
-            Ok(Ok(held)) => held,
-            Ok(Err(error)) => return Err(Refused::Broken(error.to_string())),
-            Err(_) => return Err(Refused::Busy(deadline.saturating_duration_since(started))),
-        };
-        let bytes = self.read_whole(body, reserved, deadline).await?;
-        Ok(Held {
-            bytes,
-            _budget: Some(held),
-        })
-    }
-
-    /// The chunks of `body`, at most `reserved` bytes, each by the time [`MIN_RATE`] gives it.
-    async fn read_whole(
-        &self,
-        body: Body,
-        reserved: usize,
-        deadline: Instant,
-    ) -> Result<Bytes, Refused> {
+        let announced = announced(&body);
+        if announced.is_some_and(|length| length > self.max_bytes) {
+            return Err(Refused::TooLarge(self.max_bytes));
+        }
+        let mut share = Share::new(&self.budget);
         let mut chunks = body.into_data_stream();
-        let mut bytes = Vec::with_capacity(reserved);
-        let reading = Instant::now();
+        // Capacity is address space until it is written, so the announced length costs no
+        // memory before its bytes arrive.
+        let mut bytes = Vec::with_capacity(announced.unwrap_or(0));
         loop {
             let due =
-                reading + GRACE + Duration::from_secs_f64(bytes.len() as f64 / MIN_RATE as f64);
+                started + GRACE + Duration::from_secs_f64(bytes.len() as f64 / MIN_RATE as f64);
             let by = due.min(deadline);
             let next = match tokio::time::timeout_at(by, chunks.next()).await {
                 Ok(next) => next,
-                Err(_) => return Err(Refused::Slow(by.saturating_duration_since(reading))),
+                Err(_) => return Err(Refused::Slow(by.saturating_duration_since(started))),
             };
             let Some(chunk) = next else {
-                return Ok(Bytes::from(bytes));
+                return Ok(Held {
+                    bytes: Bytes::from(bytes),
+                    _share: share,
+                });
             };
             let chunk = chunk.map_err(|error| Refused::Broken(error.to_string()))?;
-            if bytes.len() + chunk.len() > reserved {
+            if bytes.len() + chunk.len() > self.max_bytes {
                 return Err(Refused::TooLarge(self.max_bytes));
+            }
+            if !chunk.is_empty() {
+                share.grow(chunk.len(), by).await?;
             }
             bytes.extend_from_slice(&chunk);
         }
@@ -226,30 +343,83 @@ mod tests {
         Instant::now() + Duration::from_millis(millis)
     }
 
-    #[tokio::test]
-    async fn stalled_bodies_lose_their_reservations_after_the_grace_and_a_waiting_body_is_read() {
-        let bodies = Bodies::new(100, 2);
-        // Two clients send part of a body of no announced length, so each reserves the cap,
-        // and stall: the budget is full.
-        let stalled: Vec<_> = (0..2)
-            .map(|_| {
-                let bodies = bodies.clone();
-                tokio::spawn(async move { bodies.read(stalled(10), soon(10_000)).await.err() })
-            })
-            .collect();
+    /// A body that sends `first`, waits `pause`, then sends `then` and ends.
+    fn paused(first: usize, pause: Duration, then: usize) -> Body {
+        let head = stream::iter([Ok::<_, std::io::Error>(Bytes::from(vec![b' '; first]))]);
+        let tail = stream::once(async move {
+            tokio::time::sleep(pause).await;
+            Ok(Bytes::from(vec![b' '; then]))
+        });
+        Body::from_stream(head.chain(tail))
+    }
+
+    /// Starts reading `body` from `bodies` in a task, as a request of its own.
+    fn reading(bodies: &Bodies, body: Body) -> tokio::task::JoinHandle<Result<usize, Refused>> {
+        let bodies = bodies.clone();
+        tokio::spawn(async move {
+            let held = bodies.read(body, soon(10_000)).await?;
+            Ok(held.bytes.len())
+        })
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn requests_that_send_nothing_hold_nothing_and_a_body_beside_them_is_read_at_once() {
+        let bodies = Bodies::new(100, 1);
+        // Chunked requests that never send a chunk: before, each reserved the whole cap.
+        let silent: Vec<_> = (0..8).map(|_| reading(&bodies, stalled(0))).collect();
         tokio::time::sleep(Duration::from_millis(50)).await;
         let waited = Instant::now();
         let held = bodies
             .read(Body::from(vec![b'x'; 100]), soon(3_000))
             .await
+            .expect("read beside the silent ones");
+        assert_eq!(held.bytes.len(), 100);
+        assert_eq!(waited.elapsed(), Duration::ZERO, "it waited for nothing");
+        drop(held);
+        for silent in silent {
+            let refused = silent.await.expect("the task");
+            assert!(matches!(refused, Err(Refused::Slow(_))), "{refused:?}");
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn stalled_bodies_hold_what_they_sent_until_the_grace_from_their_request_ends() {
+        let bodies = Bodies::new(100, 1);
+        let started = Instant::now();
+        let stalled: Vec<_> = (0..2).map(|_| reading(&bodies, stalled(40))).collect();
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let held = bodies
+            .read(Body::from(vec![b'x'; 100]), soon(3_000))
+            .await
             .expect("read once the stalled ones are dropped");
         assert_eq!(held.bytes.len(), 100);
-        let waited = waited.elapsed();
-        assert!(waited >= GRACE / 2 && waited < GRACE * 2, "{waited:?}");
+        let waited = started.elapsed();
+        assert!(
+            waited >= GRACE && waited < GRACE + Duration::from_millis(50),
+            "dropped a grace after they began, not a grace after they held bytes: {waited:?}"
+        );
         for stalled in stalled {
             let refused = stalled.await.expect("the task");
-            assert!(matches!(refused, Some(Refused::Slow(_))), "{refused:?}");
+            assert!(matches!(refused, Err(Refused::Slow(_))), "{refused:?}");
         }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn two_half_read_bodies_do_not_wait_on_each_other_and_the_older_is_read() {
+        let bodies = Bodies::new(100, 1);
+        let pause = Duration::from_millis(100);
+        let started = Instant::now();
+        let older = reading(&bodies, paused(50, pause, 50));
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let younger = reading(&bodies, paused(50, pause, 50));
+        let older = older.await.expect("the task");
+        assert!(matches!(older, Ok(100)), "{older:?}");
+        let younger = younger.await.expect("the task");
+        assert!(
+            matches!(younger, Err(Refused::Outwaited(50))),
+            "{younger:?}"
+        );
+        assert!(started.elapsed() < GRACE, "{:?}", started.elapsed());
     }
 
     #[tokio::test]

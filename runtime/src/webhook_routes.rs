@@ -448,6 +448,43 @@ mod tests {
         }
 
         #[tokio::test]
+        async fn an_admission_answers_at_once_beside_chunked_posts_that_never_send_a_chunk() {
+            let addr = serve().await;
+            // With no length announced, each once reserved the cap (8 MiB, two in the
+            // budget) for a second, in line before the review below: 16 held it 8 s.
+            let mut silent = Vec::new();
+            for _ in 0..16 {
+                let mut stream = TcpStream::connect(addr).await.expect("connect");
+                let head = "POST /validate HTTP/1.1\r\nhost: test\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n";
+                stream.write_all(head.as_bytes()).await.expect("a head");
+                silent.push(stream);
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            let review = admission_review::<ConfigMap>("CREATE", &config_map(), &Value::Null);
+            let (status, answer) = answered(addr, "/validate", &review).await;
+            assert_eq!(status, "HTTP/1.1 200");
+            assert!(String::from_utf8_lossy(&answer).contains("refused"));
+        }
+
+        #[tokio::test]
+        async fn a_request_head_longer_than_a_connection_buffers_is_refused() {
+            let addr = serve().await;
+            let mut stream = TcpStream::connect(addr).await.expect("connect");
+            // hyper checks its cap between reads, so a head just over it may pass whole.
+            let filler = "a".repeat(2 * crate::connections::READ_BUFFER);
+            let head =
+                format!("POST /validate HTTP/1.1\r\nhost: test\r\nx-filler: {filler}\r\n\r\n");
+            // The server may close while the head is still being written.
+            let _ = stream.write_all(head.as_bytes()).await;
+            let mut answer = Vec::new();
+            let read =
+                tokio::time::timeout(Duration::from_secs(2), stream.read_to_end(&mut answer));
+            let _ = read.await.expect("closed at once");
+            let answer = String::from_utf8_lossy(&answer);
+            assert!(answer.starts_with("HTTP/1.1 431"), "{answer}");
+        }
+
+        #[tokio::test]
         async fn conversions_answer_after_clients_that_never_read_their_answers() {
             let addr = serve().await;
             // Answers far larger than the socket buffers and the answer's queue.
