@@ -35,6 +35,12 @@ const CAMPAIGN_RETRY: Duration = Duration::from_secs(2);
 /// wait for it to expire.
 const RELEASE_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// How long a term that ended may take to finish the reconciles it has in flight before they
+/// are dropped. Within a pod's default 30 s grace period it leaves room for the Lease's
+/// release ([`RELEASE_TIMEOUT`]) after it; the webhooks' drain (`connections::DRAIN`) runs
+/// beside both, from the stop.
+pub(crate) const STOP_PATIENCE: Duration = Duration::from_secs(15);
+
 /// Why this replica could not take part in the election, or in its ring of shards.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -257,7 +263,15 @@ pub(crate) fn stalled_again() {
 }
 
 /// Runs one term of `term` until it returns; once `end` resolves, tells the term so and
-/// waits for it to finish what it has in flight. What `end` said, if it ended the term.
+/// waits for it to finish what it has in flight, for at most [`STOP_PATIENCE`]. What `end`
+/// said, if it ended the term.
+///
+/// The wait is bounded because a reconcile in flight may never finish once its term ended:
+/// one that waits for a cache whose watch the API server refuses, or a hook that retries a
+/// refused request. Unbounded, such a reconcile would keep a stopping replica until the
+/// kubelet kills it, and a term that lost its Lease from ever campaigning again. Dropping the
+/// term's work cancels those reconciles between two await points; the next leader reconciles
+/// their objects again, as after any restart.
 pub(crate) async fn serve<F, Fut, E>(term: &mut F, end: impl Future<Output = E>) -> Option<E>
 where
     F: FnMut(Term) -> Fut,
@@ -271,7 +285,12 @@ where
         why = end => why,
     };
     ended.send_replace(true);
-    work.await;
+    if tokio::time::timeout(STOP_PATIENCE, work).await.is_err() {
+        tracing::warn!(
+            "the term's reconciles were still in flight {STOP_PATIENCE:?} after it ended \
+             (waiting for a cache to list, or for the API server); dropped them"
+        );
+    }
     Some(why)
 }
 

@@ -1546,6 +1546,94 @@ mod tests {
         assert!(!listed.load(Ordering::SeqCst));
     }
 
+    /// A replica asked to stop while its primaries are listed and every other request fails
+    /// (the children's watch among them): its reconcile waits for a cache that never lists.
+    /// The stop must not wait for that reconcile longer than [`leader::STOP_PATIENCE`].
+    #[tokio::test(start_paused = true)]
+    async fn a_stop_while_every_child_watch_fails_ends_within_the_stop_patience() {
+        const CONFIG_MAPS: Options<ConfigMap> = Options {
+            name: "widget-operator",
+            changes: &[],
+            concurrency: 0,
+            debounce: Duration::ZERO,
+            scope: Scope::Namespace,
+            leaves_own_workload: false,
+        };
+        let list = json!({
+            "apiVersion": "v1",
+            "kind": "ConfigMapList",
+            "metadata": {"resourceVersion": "1"},
+            "items": [{
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": {"name": "a", "namespace": "ops", "resourceVersion": "1"},
+            }],
+        });
+        let (client, _server) = mock_api(move |seen| {
+            let watch = seen.uri.query().unwrap_or_default().contains("watch=true");
+            match (seen.path().ends_with("/configmaps"), watch) {
+                (true, false) => (200, list.clone()),
+                _ => (500, not_found()),
+            }
+        });
+        let common = Common {
+            initial_list: InitialList::Paged,
+            ..Common::default()
+        };
+        let (shutdown, trigger) = crate::shutdown::Shutdown::manual();
+        let election =
+            Election::new(client.clone(), OPTIONS.name, "ops", &common).with_shutdown(shutdown);
+        let metrics = Arc::new(Metrics::new(ReadyWhen::WatchesListed(2)));
+        let ctx = Arc::new(kind_context::<ConfigMap>(&client));
+        let children = Cache::<k8s_openapi::api::core::v1::Secret>::default();
+        let (reconciling, reconciled) = tokio::sync::mpsc::unbounded_channel::<()>();
+        let runner = Runner::new(client.clone(), &CONFIG_MAPS, &common, "ops");
+        let run = election.run(&metrics, |term| {
+            let (ctx, runner, children) = (Arc::clone(&ctx), &runner, children.clone());
+            let (reconciling, metrics) = (reconciling.clone(), Arc::clone(&metrics));
+            let client = client.clone();
+            async move {
+                let paged = InitialList::Paged;
+                let watches =
+                    Watches::new(&client, &metrics, Some("ops"), OPTIONS.name, None, paged);
+                let owned = children.clone();
+                let relate = move |controller: Controller<ConfigMap>, watches: &Watches<'_>| {
+                    controller.owns_stream(watches.owned(&owned))
+                };
+                let reconcile = move |_: Arc<ConfigMap>, _: Arc<KindContext<ConfigMap>>| {
+                    let (children, reconciling) = (children.clone(), reconciling.clone());
+                    async move {
+                        let _ = reconciling.send(());
+                        children.listed().await;
+                        Ok::<_, crate::error::Error>(Action::await_change())
+                    }
+                };
+                runner
+                    .run_term(ctx, relate, reconcile, &term, &watches)
+                    .await;
+            }
+        });
+        let stop = async {
+            let mut reconciled = reconciled;
+            reconciled.recv().await;
+            trigger.stop();
+            tokio::time::Instant::now()
+        };
+        let bound = leader::STOP_PATIENCE + Duration::from_secs(1);
+        let (asked, ran) = tokio::join!(stop, async {
+            let ran = tokio::time::timeout(Duration::from_secs(600), run).await;
+            (ran, tokio::time::Instant::now())
+        });
+        let (ran, stopped) = ran;
+        ran.expect("the replica stops without a second signal")
+            .expect("no election to fail");
+        assert!(
+            stopped - asked <= bound,
+            "stopped {:?} after the stop",
+            stopped - asked
+        );
+    }
+
     /// Why [`until_stopped`] drops such a controller: kube's own graceful stop waits for the
     /// store. Should a kube release stop it, this fails, and the drop is no longer needed.
     #[tokio::test]
