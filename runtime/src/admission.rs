@@ -19,6 +19,7 @@ use serde::{Deserialize, Serialize, de::DeserializeOwned};
 use tokio::time::Instant;
 
 use crate::{
+    allocator,
     metrics::Metrics,
     request_budget::{Bodies, Turns},
     webhook_server::{self, Outcome, request_uid},
@@ -82,20 +83,41 @@ impl Admissions {
         };
         let shape = Shape::of(&body.bytes);
         let work = shape.work(hooked.hook, body.bytes.len());
-        if work > MAX_REVIEW_WORK {
-            return too_costly(metrics, hook, &body.bytes, &shape, work);
-        }
+        // What the answer took, freed once it is built: the body alone for a review denied
+        // unread.
+        let (response, took) = if work > MAX_REVIEW_WORK {
+            let denied = too_costly(metrics, hook, &body.bytes, &shape, work);
+            (denied, body.bytes.len())
+        } else {
+            let answer = self.weighed(hooked, metrics, &body.bytes, work, deadline);
+            (answer.await, work)
+        };
+        drop(body);
+        allocator::freed(took);
+        response
+    }
+
+    /// Answers a review whose `work` fits, once it has a turn, by `deadline`.
+    async fn weighed(
+        &self,
+        hooked: &Hooked,
+        metrics: &Metrics,
+        body: &[u8],
+        work: usize,
+        deadline: Instant,
+    ) -> Response {
+        let hook = hooked.hook.name();
         let _turn = match self.turns.take(work, deadline).await {
             Ok(turn) => turn,
             Err(refused) => return refused.answer(metrics, hook, NOT_ANSWERED),
         };
-        match tokio::time::timeout_at(deadline, hooked.answer(metrics, &body.bytes)).await {
+        match tokio::time::timeout_at(deadline, hooked.answer(metrics, body)).await {
             Ok(answer) => answer.into_response(),
             Err(_) => {
                 let mut response = AdmissionResponse::invalid(format!(
                     "the review was not answered within {ADMISSION_DEADLINE:?}"
                 ));
-                response.uid = request_uid(&body.bytes).unwrap_or_default();
+                response.uid = request_uid(body).unwrap_or_default();
                 metrics.webhook_answered(hook, Outcome::Failed.name());
                 Json(response.into_review()).into_response()
             }

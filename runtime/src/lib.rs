@@ -53,6 +53,8 @@
 // below, and nothing else is a promise.
 #[cfg(feature = "webhooks")]
 mod admission;
+#[cfg(feature = "webhooks")]
+mod allocator;
 mod apply;
 mod backoff;
 mod cache;

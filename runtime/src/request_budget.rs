@@ -4,14 +4,16 @@
 //! A body is read under a byte budget shared by every request of its route ([`Bodies`]). It
 //! holds only the bytes that have arrived, so a client that opens a request and sends nothing
 //! holds nothing, and it must arrive at [`MIN_RATE`] after a second's grace from the request's
-//! start: holding part of the budget costs a client the bandwidth of sending it. When the budget
-//! is short, bodies wait for it oldest first, within their rate deadline; a younger body that
-//! waits while it holds bytes an older one waits for gives them up and is refused, so no two
-//! half-read bodies wait on each other. Only a whole body waits for a turn ([`Turns`]), so a
-//! stalled client never holds one: the turns bound the memory that decoding, hooks and
-//! conversions take beyond the bodies, and the budget bounds the bodies. A request that finds
-//! no turn within its deadline is refused, and the replica turns unready while requests wait
-//! and none is given a turn (see [`Metrics::webhook_waits`]).
+//! start: holding part of the budget costs a client the bandwidth of sending it. A body's
+//! announced length is not reserved: a client that announced the largest body and sent one
+//! byte would hold all of it for the grace, and two such requests a second would hold the
+//! whole budget. When the budget is short, bodies wait for it oldest first, within their rate
+//! deadline; a younger body that waits while it holds bytes an older one waits for gives them
+//! up and is refused, so no two half-read bodies wait on each other. Only a whole body waits
+//! for a turn ([`Turns`]), so a stalled client never holds one: the turns bound the memory
+//! that decoding, hooks and conversions take beyond the bodies, and the budget bounds the
+//! bodies. A request that finds no turn within its deadline is refused, and the replica turns
+//! unready while requests wait and none is given a turn (see [`Metrics::webhook_waits`]).
 
 use std::{
     collections::BTreeMap,
@@ -353,6 +355,38 @@ mod tests {
         Body::from_stream(head.chain(tail))
     }
 
+    /// [`paused`], announcing its length as a `content-length` does.
+    fn announced_paused(first: usize, pause: Duration, then: usize) -> Body {
+        use std::{
+            pin::Pin,
+            task::{Context, Poll},
+        };
+
+        use hyper::body::{Frame, SizeHint};
+
+        struct Announced {
+            body: Body,
+            length: u64,
+        }
+        impl hyper::body::Body for Announced {
+            type Data = Bytes;
+            type Error = axum::Error;
+            fn poll_frame(
+                self: Pin<&mut Self>,
+                cx: &mut Context<'_>,
+            ) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
+                Pin::new(&mut self.get_mut().body).poll_frame(cx)
+            }
+            fn size_hint(&self) -> SizeHint {
+                SizeHint::with_exact(self.length)
+            }
+        }
+        Body::new(Announced {
+            body: paused(first, pause, then),
+            length: (first + then) as u64,
+        })
+    }
+
     /// Starts reading `body` from `bodies` in a task, as a request of its own.
     fn reading(bodies: &Bodies, body: Body) -> tokio::task::JoinHandle<Result<usize, Refused>> {
         let bodies = bodies.clone();
@@ -420,6 +454,28 @@ mod tests {
             "{younger:?}"
         );
         assert!(started.elapsed() < GRACE, "{:?}", started.elapsed());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_body_that_announces_the_largest_length_and_sends_a_byte_holds_a_byte() {
+        let bodies = Bodies::new(100, 1);
+        // Announces 100 bytes, sends 1, then waits out its grace.
+        let announcing = reading(&bodies, announced_paused(1, GRACE * 5, 99));
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let waited = Instant::now();
+        let held = bodies
+            .read(Body::from(vec![b'x'; 99]), soon(3_000))
+            .await
+            .expect("read beside the one that sent a byte");
+        assert_eq!(held.bytes.len(), 99);
+        assert_eq!(
+            waited.elapsed(),
+            Duration::ZERO,
+            "its announced length was not reserved"
+        );
+        drop(held);
+        let refused = announcing.await.expect("the task");
+        assert!(matches!(refused, Err(Refused::Slow(_))), "{refused:?}");
     }
 
     #[tokio::test]

@@ -23,9 +23,13 @@
 //!   decoding the review and encoding an answer (`bench/webhook.rs`).
 //! - `conversion`: backup-controller's conversion webhook converting a page of objects in
 //!   process, against relabelling them (`bench/conversion.rs`).
+//! - `webhook-memory`: a webhook server's peak and kept resident memory on the largest reviews
+//!   it reads, alone and 8 at once, against the Deployment's limit (`bench/webhook_memory.rs`).
 //!
-//! It prints one table of ratios with the command behind each row. It asserts nothing: these
-//! are measurements, and the README quotes a clean run.
+//! It prints one table of ratios with the command behind each row. It asserts nothing about
+//! speed: those are measurements, and the README quotes a clean run. Two runs fail past a
+//! bound instead: `allocations`, against its baseline, and `webhook-memory`, against the
+//! Deployment's memory limit.
 
 use std::{
     collections::BTreeMap,
@@ -63,6 +67,7 @@ mod lists;
 mod peers;
 mod sharded;
 mod webhook;
+mod webhook_memory;
 
 /// Requests in flight for the floor and for creating primaries.
 const IN_FLIGHT: usize = 64;
@@ -113,6 +118,9 @@ enum What {
     Webhook,
     /// backup-controller's conversion webhook against relabelling the objects alone.
     Conversion,
+    /// A webhook server's peak and kept resident memory on the largest reviews, in release,
+    /// against the Deployment's limit; fails past it.
+    WebhookMemory,
     /// example-operator's heap under dhat, converging 10,000 primaries on a mock API server,
     /// against the checked-in baseline (CI runs this one; `--bless` updates the baseline).
     Allocations,
@@ -206,6 +214,11 @@ pub fn run(args: BenchArgs) -> Result<std::process::ExitCode> {
         let (allocation_rows, failures) = allocations::rows(&workspace, args.bless)?;
         rows.extend(allocation_rows);
         over = failures;
+    }
+    if args.what == Some(What::WebhookMemory) {
+        let (memory_rows, failures) = webhook_memory::rows(&workspace)?;
+        rows.extend(memory_rows);
+        over.extend(failures);
     }
     println!("| figure | operator-gen | floor | ratio | command |");
     println!("| --- | --- | --- | --- | --- |");

@@ -17,6 +17,7 @@ use tokio::{sync::mpsc, time::Instant};
 
 use super::{Hub, review};
 use crate::{
+    allocator,
     metrics::Metrics,
     request_budget::{Bodies, Refused, Turns},
     webhook_server::{self, Outcome},
@@ -96,6 +97,10 @@ impl Conversions {
                     tracing::warn!(%error, "a conversion answer was not sent whole");
                 }
             }
+            // A conversion's work weighs about its body (see the turn above).
+            let took = body.bytes.len();
+            drop(body);
+            allocator::freed(took);
         });
         let answer = futures::stream::unfold(answer, |mut answer| async move {
             answer.recv().await.map(|chunk| (chunk, answer))

@@ -1,4 +1,4 @@
-//! What the peak-memory binaries share: the process's peak resident set, and a
+//! What the peak-memory binaries share: the process's peak and present resident set, and a
 //! ConversionReview of backup-controller's Backups written as text.
 
 /// The peak resident set of this process so far, in KiB.
@@ -6,12 +6,25 @@
 /// # Errors
 /// Where there is no `/proc/self/status` with a `VmHWM` line.
 pub fn peak_kib() -> Result<u64, String> {
+    status_kib("VmHWM")
+}
+
+/// The resident set of this process now, in KiB: what it kept of its peak.
+///
+/// # Errors
+/// Where there is no `/proc/self/status` with a `VmRSS` line.
+pub fn rss_kib() -> Result<u64, String> {
+    status_kib("VmRSS")
+}
+
+/// The `field` line of `/proc/self/status`, in KiB.
+fn status_kib(field: &str) -> Result<u64, String> {
     let status = std::fs::read_to_string("/proc/self/status").map_err(|e| e.to_string())?;
     status
         .lines()
-        .find_map(|line| line.strip_prefix("VmHWM:"))
+        .find_map(|line| line.strip_prefix(field)?.strip_prefix(':'))
         .and_then(|value| value.trim().trim_end_matches("kB").trim().parse().ok())
-        .ok_or_else(|| "no VmHWM in /proc/self/status".to_owned())
+        .ok_or_else(|| format!("no {field} in /proc/self/status"))
 }
 
 /// One hub Backup, with the field `v1alpha1` lacks, named `index`.

@@ -13,11 +13,12 @@
 //!   fit, each converted down with the hub kept in its annotation.
 //!
 //! It prints one JSON line: the body, how many were sent and answered, the peak resident set
-//! once the body exists (one copy, shared by the senders) and after the answers, in KiB.
+//! once the body exists (one copy, shared by the senders) and after the answers, and the
+//! resident set left once the answers are sent and the body dropped, in KiB.
 
 use std::{io::Write as _, net::SocketAddr, sync::Arc};
 
-use conversion_peak::{conversion_review, peak_kib};
+use conversion_peak::{conversion_review, peak_kib, rss_kib};
 use operator_gen_runtime::{
     internals::WEBHOOKS,
     settings::Conversion,
@@ -142,13 +143,18 @@ async fn main() -> Result<(), String> {
             .entry(sent.await.map_err(|e| e.to_string())?)
             .or_default() += 1;
     }
+    let body_bytes = body.len();
+    drop(body);
+    // What the answers left resident once their tasks have ended.
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     let line = json!({
         "way": way,
-        "body_bytes": body.len(),
+        "body_bytes": body_bytes,
         "at_once": at_once,
         "answers": answers,
         "peak_with_body_kib": with_body,
         "peak_kib": peak_kib()?,
+        "rss_after_kib": rss_kib()?,
     });
     writeln!(std::io::stdout(), "{line}").map_err(|e| e.to_string())
 }
