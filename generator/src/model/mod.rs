@@ -371,6 +371,11 @@ pub fn analyze(
             .filter(|_| webhooks.is_some())
             .map(|warning| format!("{manifest_origin}: {warning}")),
     );
+    warnings.extend(relations::tenant_filled_caches(
+        manifest_origin,
+        manifest.scope,
+        &resolved.watches,
+    ));
     if let Some(webhooks) = webhooks.as_ref().filter(|w| w.fails_open) {
         let kinds: Vec<&str> = webhooks
             .rules

@@ -10,7 +10,7 @@ use crate::{
     crd_document::SelectedCrd,
     error::{Error, Result},
     k8s_catalog,
-    manifest::{ExternalSource, Manifest, MapRule},
+    manifest::{self, ExternalSource, Manifest, MapRule},
     naming, rust_types,
     schema_path::{self, PathProblem},
     text::{Constant, Ident, RustPath, Text},
@@ -488,6 +488,48 @@ fn cached(field: &str, watch: Watched, bad: Bad) -> Result<Watched> {
         metadata_only: false,
         ..watch
     })
+}
+
+/// Built-in kinds that the users of any namespace usually may create, each holding up to a
+/// megabyte of data.
+const TENANT_KINDS: &[&str] = &["ConfigMap", "Secret"];
+
+/// A warning for each cached watch that tenants can fill: watching the whole cluster, a cache
+/// of a kind that every namespace's users create holds whatever any of them labels with the
+/// watch's key, in the operator's memory and on every restart's list. `watches` are in the
+/// order of the manifest's, which `origin` names.
+pub(super) fn tenant_filled_caches(
+    origin: &str,
+    scope: manifest::Scope,
+    watches: &[Watched],
+) -> Vec<String> {
+    if scope == manifest::Scope::Namespace {
+        return Vec::new();
+    }
+    watches
+        .iter()
+        .enumerate()
+        .filter(|(_, watch)| {
+            watch.cached
+                && watch.related.builtin
+                && watch.related.group.raw().is_empty()
+                && TENANT_KINDS.contains(&watch.related.kind.raw())
+        })
+        .map(|(index, watch)| {
+            let field = manifest::Watched::field(index);
+            let kind = &watch.related.kind;
+            format!(
+                "{origin}: field `{field}.cache`: the operator caches every {kind} in the \
+                 cluster that carries the {} {:?}, and whoever may create a {kind} in any \
+                 namespace can add one: 300 labelled {kind}s of 1 MB fill a replica's 256 MiB. \
+                 Watch the operator's own namespace only (`scope: namespace`), or leave `cache` \
+                 out, so that the watch streams metadata alone and the reconcile reads the \
+                 {kind}s it needs from the API server",
+                watch.rule.word(),
+                watch.source.raw()
+            )
+        })
+        .collect()
 }
 
 /// What to map by instead of a field of the object's body that cannot name a primary.

@@ -314,6 +314,43 @@ fn a_cached_watch_streams_whole_objects_into_a_cache_only_when_its_selector_narr
 }
 
 #[test]
+fn a_cluster_wide_cache_of_a_kind_tenants_create_is_warned_of_with_both_fixes() {
+    let warnings = |manifest: &str| {
+        analyze_crd_warned(CRD, manifest)
+            .expect("a valid manifest")
+            .warnings
+    };
+    let cached = warnings(
+        "watches: [{kind: Deployment, map: {label: a.io/x}, cache: true}, \
+         {kind: Secret, map: {label: example.com/owner}, cache: true}]",
+    );
+    let warned: Vec<_> = cached
+        .iter()
+        .filter(|w| w.contains("caches every"))
+        .collect();
+    assert_eq!(warned.len(), 1, "only the Secret's: {cached:#?}");
+    let warning = warned[0];
+    assert!(
+        warning.starts_with("operator.yaml: field `watches[1].cache`: ")
+            && warning.contains("every Secret in the cluster")
+            && warning.contains("\"example.com/owner\"")
+            && warning.contains("`scope: namespace`")
+            && warning.contains("leave `cache` out"),
+        "{warning}"
+    );
+    for quiet in [
+        "watches: [{kind: ConfigMap, map: {label: example.com/owner}}]",
+        "scope: namespace\nwatches: [{kind: ConfigMap, map: {label: example.com/owner}, cache: true}]",
+    ] {
+        let warnings = warnings(quiet);
+        assert!(
+            !warnings.iter().any(|w| w.contains("caches every")),
+            "{quiet}: {warnings:#?}"
+        );
+    }
+}
+
+#[test]
 fn bad_names_and_keys_are_refused() {
     assert!(error_of("name: 9lives").contains("field `name`"));
     assert!(
