@@ -84,43 +84,36 @@ impl Admissions {
         let shape = Shape::of(&body.bytes);
         let work = shape.work(hooked.hook, body.bytes.len());
         // What the answer took, freed once it is built: the body alone for a review denied
-        // unread.
+        // unread or refused a turn.
         let (response, took) = if work > MAX_REVIEW_WORK {
             let denied = too_costly(metrics, hook, &body.bytes, &shape, work);
             (denied, body.bytes.len())
         } else {
-            let answer = self.weighed(hooked, metrics, &body.bytes, work, deadline);
-            (answer.await, work)
+            match self.turns.take(work, deadline).await {
+                Ok(_turn) => (answered(hooked, metrics, &body.bytes, deadline).await, work),
+                Err(refused) => {
+                    let refusal = refused.answer(metrics, hook, NOT_ANSWERED);
+                    (refusal, body.bytes.len())
+                }
+            }
         };
         drop(body);
         allocator::freed(took);
         response
     }
+}
 
-    /// Answers a review whose `work` fits, once it has a turn, by `deadline`.
-    async fn weighed(
-        &self,
-        hooked: &Hooked,
-        metrics: &Metrics,
-        body: &[u8],
-        work: usize,
-        deadline: Instant,
-    ) -> Response {
-        let hook = hooked.hook.name();
-        let _turn = match self.turns.take(work, deadline).await {
-            Ok(turn) => turn,
-            Err(refused) => return refused.answer(metrics, hook, NOT_ANSWERED),
-        };
-        match tokio::time::timeout_at(deadline, hooked.answer(metrics, body)).await {
-            Ok(answer) => answer.into_response(),
-            Err(_) => {
-                let mut response = AdmissionResponse::invalid(format!(
-                    "the review was not answered within {ADMISSION_DEADLINE:?}"
-                ));
-                response.uid = request_uid(body).unwrap_or_default();
-                metrics.webhook_answered(hook, Outcome::Failed.name());
-                Json(response.into_review()).into_response()
-            }
+/// The answer of `hooked` to a review, or a failure for its uid at `deadline`.
+async fn answered(hooked: &Hooked, metrics: &Metrics, body: &[u8], deadline: Instant) -> Response {
+    match tokio::time::timeout_at(deadline, hooked.answer(metrics, body)).await {
+        Ok(answer) => answer.into_response(),
+        Err(_) => {
+            let mut response = AdmissionResponse::invalid(format!(
+                "the review was not answered within {ADMISSION_DEADLINE:?}"
+            ));
+            response.uid = request_uid(body).unwrap_or_default();
+            metrics.webhook_answered(hooked.hook.name(), Outcome::Failed.name());
+            Json(response.into_review()).into_response()
         }
     }
 }

@@ -19,13 +19,24 @@ const GIVE_BACK_ABOVE: usize = 16 * 1024 * 1024;
 static FREED: AtomicUsize = AtomicUsize::new(0);
 
 /// Counts work of about `bytes` that has been freed, and hands the free pages back once what
-/// was freed since the last time is over [`GIVE_BACK_ABOVE`].
+/// was freed since the last time is over [`GIVE_BACK_ABOVE`]. The trim runs on a blocking
+/// thread, since it holds each arena's lock while it walks it: the answer that crossed the
+/// line is not held back by it.
 pub(crate) fn freed(bytes: usize) {
     let since = FREED
         .fetch_add(bytes, Ordering::Relaxed)
         .saturating_add(bytes);
-    if since > GIVE_BACK_ABOVE && FREED.swap(0, Ordering::Relaxed) > 0 {
-        trim();
+    // Only the call that takes the count back to zero trims; one that lost the race leaves
+    // the count over the line for the next.
+    let crossed = since > GIVE_BACK_ABOVE
+        && FREED
+            .compare_exchange(since, 0, Ordering::Relaxed, Ordering::Relaxed)
+            .is_ok();
+    if crossed {
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => drop(runtime.spawn_blocking(trim)),
+            Err(_) => trim(),
+        }
     }
 }
 
@@ -33,7 +44,6 @@ pub(crate) fn freed(bytes: usize) {
 fn trim() {
     // SAFETY: `malloc_trim` takes no pointers: it walks glibc's own arenas, each under its
     // lock, and frees nothing that is in use.
-    #[allow(unsafe_code)]
     unsafe {
         libc::malloc_trim(0);
     }

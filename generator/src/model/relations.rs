@@ -521,10 +521,10 @@ pub(super) fn tenant_filled_caches(
             format!(
                 "{origin}: field `{field}.cache`: the operator caches every {kind} in the \
                  cluster that carries the {} {:?}, and whoever may create a {kind} in any \
-                 namespace can add one: 300 labelled {kind}s of 1 MB fill a replica's 256 MiB. \
-                 Watch the operator's own namespace only (`scope: namespace`), or leave `cache` \
-                 out, so that the watch streams metadata alone and the reconcile reads the \
-                 {kind}s it needs from the API server",
+                 namespace can add one: 300 labelled {kind}s of 1 MB are over the generated \
+                 Deployment's 256 MiB limit. Watch the operator's own namespace only (`scope: \
+                 namespace`), or leave `cache` out, so that the watch streams metadata alone \
+                 and the reconcile reads the {kind}s it needs from the API server",
                 watch.rule.word(),
                 watch.source.raw()
             )

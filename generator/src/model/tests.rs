@@ -322,13 +322,24 @@ fn a_cluster_wide_cache_of_a_kind_tenants_create_is_warned_of_with_both_fixes() 
     };
     let cached = warnings(
         "watches: [{kind: Deployment, map: {label: a.io/x}, cache: true}, \
-         {kind: Secret, map: {label: example.com/owner}, cache: true}]",
+         {kind: Secret, map: {label: example.com/owner}, cache: true}, \
+         {kind: ConfigMap, map: {label: a.io/y}, cache: true}]",
     );
     let warned: Vec<_> = cached
         .iter()
         .filter(|w| w.contains("caches every"))
         .collect();
-    assert_eq!(warned.len(), 1, "only the Secret's: {cached:#?}");
+    assert_eq!(
+        warned.len(),
+        2,
+        "the Secret's and the ConfigMap's: {cached:#?}"
+    );
+    assert!(
+        warned[1].starts_with("operator.yaml: field `watches[2].cache`: ")
+            && warned[1].contains("every ConfigMap in the cluster"),
+        "{}",
+        warned[1]
+    );
     let warning = warned[0];
     assert!(
         warning.starts_with("operator.yaml: field `watches[1].cache`: ")
