@@ -64,6 +64,7 @@ mod build;
 mod conversion;
 mod generation;
 mod lists;
+mod peak_tools;
 mod peers;
 mod sharded;
 mod webhook;

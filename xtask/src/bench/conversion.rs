@@ -12,6 +12,7 @@ use serde_json::{Value, json};
 
 use super::{
     Row,
+    peak_tools::{MEMORY_LIMIT_MIB, build_peak_tools, tool_report},
     webhook::{ROUNDS, median, per_request},
 };
 
@@ -108,21 +109,6 @@ pub(super) async fn rows(rounds_of: usize) -> Result<Vec<Row>> {
     Ok(rows)
 }
 
-/// The Deployment's memory limit in `deploy/base/deployment.yaml`.
-pub(super) const MEMORY_LIMIT_MIB: f64 = 256.0;
-
-/// Builds the peak-memory tools (`xtask/conversion-peak`) in release, as operators ship.
-pub(super) fn build_peak_tools(workspace: &std::path::Path) -> Result<()> {
-    let status = operator_gen_tests::cargo()
-        .args(["build", "--quiet", "--release", "-p", "conversion-peak"])
-        .current_dir(workspace)
-        .status()?;
-    if !status.success() {
-        anyhow::bail!("building conversion-peak in release failed ({status})");
-    }
-    Ok(())
-}
-
 /// One run of `conversion-peak` (`xtask/conversion-peak`), as it reports itself.
 #[derive(serde::Deserialize)]
 struct Peak {
@@ -135,28 +121,6 @@ struct Peak {
 /// Runs the release build of `conversion-peak` one `way` over a review of `bytes`.
 fn peak(workspace: &std::path::Path, way: &str, bytes: usize) -> Result<Peak> {
     tool_report(workspace, "conversion-peak", &[way, &bytes.to_string()])
-}
-
-/// Runs `tool`, one of the peak-memory tools built by [`build_peak_tools`], with `args`, and
-/// reads the JSON line it reports.
-pub(super) fn tool_report<T: serde::de::DeserializeOwned>(
-    workspace: &std::path::Path,
-    tool: &str,
-    args: &[&str],
-) -> Result<T> {
-    let binary = workspace.join("target/release").join(tool);
-    let output = std::process::Command::new(&binary)
-        .args(args)
-        .output()
-        .with_context(|| format!("running {}", binary.display()))?;
-    if !output.status.success() {
-        anyhow::bail!(
-            "{tool} {}: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&output.stderr).trim()
-        );
-    }
-    serde_json::from_slice(&output.stdout).with_context(|| format!("reading {tool}'s report"))
 }
 
 /// The peak memory of backup-controller's conversion webhook answering the largest review it

@@ -8,7 +8,7 @@ use anyhow::Result;
 
 use super::{
     Row,
-    conversion::{MEMORY_LIMIT_MIB, build_peak_tools, tool_report},
+    peak_tools::{MEMORY_LIMIT_MIB, build_peak_tools, tool_report},
 };
 
 /// What a webhook server may keep resident after its answers: it starts at about 5 MiB.
